@@ -1,0 +1,28 @@
+// ds41/core/activation.hpp — elementwise functions and the RMSNorm of a row, as the reference
+// computes them in float32 (torch CPU semantics: sigmoid = 1/(1+e^-x), silu = x/(1+e^-x),
+// softplus with threshold 20).
+#pragma once
+#include "numeric.hpp"
+#include "reduce.hpp"
+
+namespace ds41 {
+
+DS41_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+DS41_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+/// torch.nn.functional.softplus(beta=1, threshold=20): z itself above the threshold.
+DS41_HD float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+DS41_HD float rsqrt_ref(float v) { return 1.0f / sqrtf(v); }
+
+/// Sum of squares of a row in float32 (each square rounded, then torch's summation order).
+DS41_HD float sum_squares(const float* x, int n) {
+  return torch_order_sum(n, [x](long i) { return x[i] * x[i]; });
+}
+
+/// RMSNorm as the reference's RMSNorm.forward: y = bf16(w · (x · rsqrt(mean(x²) + eps))).
+/// `x` and `y` may alias.
+DS41_HD void rmsnorm_row(const float* x, const float* w, float* y, int n, float eps) {
+  float r = rsqrt_ref(sum_squares(x, n) / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) y[i] = bf16_round(w[i] * (x[i] * r));
+}
+
+}  // namespace ds41

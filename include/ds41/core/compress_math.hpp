@@ -1,0 +1,72 @@
+// ds41/core/compress_math.hpp — per-row math of the compressor, the indexer and the candidate
+// prefilter (M:464-485, M:550-578 of the reference), shared by all backends.
+#pragma once
+#include <cstdint>
+#include "topk.hpp"
+#include "torch_math.hpp"
+
+namespace ds41 {
+
+/// Softmax-gated pooling of channel d (of D) over a group of r rows (float32):
+/// Σ_i kv_i · softmax(s)_i. torch's softmax over a non-last dim takes 8 channels at a time
+/// through the vector exp and the last D mod 8 through the scalar one.
+DS41_HD float pool_group_channel(const float* kv, const float* s, long stride, int r, long d, long D) {
+  const bool vec = d < D / 8 * 8;
+  float mx = -INFINITY;
+  for (int i = 0; i < r; ++i) mx = fmaxf(mx, s[i * stride]);
+  float sum = 0.0f;
+  for (int i = 0; i < r; ++i) sum += vec ? exp_sleef_u10(s[i * stride] - mx) : exp_scalar(s[i * stride] - mx);
+  float acc = 0.0f;
+  for (int i = 0; i < r; ++i)
+    acc += kv[i * stride] * ((vec ? exp_sleef_u10(s[i * stride] - mx) : exp_scalar(s[i * stride] - mx)) / sum);
+  return acc;
+}
+
+/// One index score: bf16(Σ_h bf16(relu(bf16(q_h · k)) · w_h)), float32 sums.
+DS41_HD float index_score_entry(const float* q, const float* w, const float* k, int heads, int hd) {
+  float total = 0.0f;
+  for (int h = 0; h < heads; ++h) {
+    float dot = 0.0f;
+    const float* qh = q + static_cast<long>(h) * hd;
+    for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
+    float s = bf16_round(dot);
+    s = s > 0.0f ? s : 0.0f;
+    total += bf16_round(s * w[h]);
+  }
+  return bf16_round(total);
+}
+
+/// select_candidate_blocks for one query row: score each block of `bs` positions by its maximum,
+/// pin the block holding the newest reachable position (compress_len-1) to +inf, keep the top
+/// `topk_blocks` blocks whose score is not -inf, and expand back to a per-position 0/1 mask.
+/// Scratch: blocks[ceil(n/bs)] floats, idx[min(topk_blocks, nb)] ints.
+DS41_HD void candidate_blocks_row(const float* score, int n, long compress_len, int topk_blocks, int bs,
+                                  float* blocks, int* idx, int32_t* mask) {
+  const int nb = (n + bs - 1) / bs;
+  for (int b = 0; b < nb; ++b) {
+    float m = -INFINITY;
+    for (int j = b * bs; j < (b + 1) * bs && j < n; ++j) m = fmaxf(m, score[j]);
+    blocks[b] = m;
+  }
+  // floor division: compress_len 0 pins nothing (block -1)
+  long last = compress_len > 0 ? (compress_len - 1) / bs : -1;
+  if (last >= 0 && last < nb) blocks[last] = INFINITY;
+  const int k = topk_blocks < nb ? topk_blocks : nb;
+  topk_row(blocks, nb, k, idx, nullptr);
+  for (int j = 0; j < n; ++j) mask[j] = 0;
+  for (int i = 0; i < k; ++i) {
+    if (!(blocks[idx[i]] > -INFINITY)) continue;
+    for (int j = idx[i] * bs; j < (idx[i] + 1) * bs && j < n; ++j) mask[j] = 1;
+  }
+}
+
+/// The indexer's selection for one query row: top-k of `score` (k <= n), re-sorted into position
+/// order, positions at or beyond compress_len → -1, the rest shifted by `offset` (window rows).
+DS41_HD void index_topk_row(const float* score, int n, int k, long compress_len, long offset, int32_t* out) {
+  int* idx = reinterpret_cast<int*>(out);
+  topk_row(score, n, k, idx, nullptr);
+  sort_ascending(idx, k);
+  for (int i = 0; i < k; ++i) out[i] = idx[i] < compress_len ? static_cast<int32_t>(idx[i] + offset) : -1;
+}
+
+}  // namespace ds41

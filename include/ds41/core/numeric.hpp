@@ -1,0 +1,137 @@
+// ds41/core/numeric.hpp — scalar number formats of the reference: bf16, e4m3, e2m1, ue8m0.
+//
+// Everything here is a pure DS41_HD function on float32 values, so the host reference and the CUDA
+// kernels call the very same code. Activations are carried as float32 numbers that are exactly
+// representable in the narrower format; "round" functions put a float onto that grid.
+#pragma once
+#include <cstdint>
+#include <cmath>
+#if !defined(__CUDA_ARCH__)
+#include <bit>
+#endif
+#include "macros.hpp"
+
+namespace ds41 {
+
+DS41_HD uint32_t f32_bits(float f) {
+#if DS41_DEVICE_CODE
+  return __float_as_uint(f);
+#else
+  return std::bit_cast<uint32_t>(f);
+#endif
+}
+
+DS41_HD float bits_f32(uint32_t b) {
+#if DS41_DEVICE_CODE
+  return __uint_as_float(b);
+#else
+  return std::bit_cast<float>(b);
+#endif
+}
+
+DS41_HD bool is_nan(float x) { return x != x; }
+
+// ---------------------------------------------------------------- bf16
+/// Round a float32 to the nearest bfloat16 (ties to even), returned as float32. NaN stays NaN.
+DS41_HD float bf16_round(float x) {
+  if (is_nan(x)) return x;
+  uint32_t b = f32_bits(x);
+  b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
+  return bits_f32(b);
+}
+/// The 16-bit pattern of bf16_round(x).
+DS41_HD uint16_t bf16_bits(float x) { return static_cast<uint16_t>(f32_bits(bf16_round(x)) >> 16); }
+DS41_HD float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+
+// ---------------------------------------------------------------- fp8 e4m3 (float8_e4m3fn)
+constexpr float kE4m3Max = 448.0f;
+
+/// Nearest float8_e4m3fn value, ties to the even code, saturating at ±448 (CUDA's satfinite
+/// conversion). Subnormals are multiples of 2^-9 below 2^-6. The sign of zero is kept.
+DS41_HD float e4m3_round(float v) {
+  if (is_nan(v)) return v;
+  float a = fabsf(v);
+  float r;
+  if (a >= 0.015625f) {  // normal range: keep 3 mantissa bits, round to nearest even
+    uint32_t b = f32_bits(a);
+    b = (b + 0x7FFFFu + ((b >> 20) & 1u)) & 0xFFF00000u;
+    r = bits_f32(b);
+    if (r > kE4m3Max) r = kE4m3Max;
+  } else {  // subnormal grid m * 2^-9; a * 512 is exact
+    r = rintf(a * 512.0f) * (1.0f / 512.0f);
+  }
+  return copysignf(r, v);
+}
+
+/// Encode an on-grid e4m3 value to its 8-bit code (sign | exp4 | man3).
+DS41_HD uint8_t e4m3_encode(float v) {
+  float r = e4m3_round(v);
+  uint8_t sign = (f32_bits(r) >> 31) ? 0x80 : 0;
+  float a = fabsf(r);
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(rintf(a * 512.0f));
+  uint32_t b = f32_bits(a);
+  int e = static_cast<int>((b >> 23) & 0xFF) - 127 + 7;
+  uint32_t m = (b >> 20) & 7u;
+  return sign | static_cast<uint8_t>((e << 3) | m);
+}
+DS41_HD float e4m3_decode(uint8_t c) {
+  float sign = (c & 0x80) ? -1.0f : 1.0f;
+  int e = (c >> 3) & 0xF, m = c & 7;
+  if (e == 0) return sign * m * (1.0f / 512.0f);
+  if (e == 15 && m == 7) return NAN;
+  return sign * ldexpf(1.0f + m / 8.0f, e - 7);
+}
+
+// ---------------------------------------------------------------- fp4 e2m1
+constexpr float kE2m1Max = 6.0f;
+
+/// Nearest of {0, .5, 1, 1.5, 2, 3, 4, 6} after clamping to ±6; exact ties go to the even code
+/// (0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4).
+DS41_HD float e2m1_round(float v) {
+  if (is_nan(v)) return v;
+  float a = fminf(fabsf(v), kE2m1Max);
+  float r;
+  if (a <= 0.25f) r = 0.0f;
+  else if (a < 0.75f) r = 0.5f;
+  else if (a <= 1.25f) r = 1.0f;
+  else if (a < 1.75f) r = 1.5f;
+  else if (a <= 2.5f) r = 2.0f;
+  else if (a < 3.5f) r = 3.0f;
+  else if (a <= 5.0f) r = 4.0f;
+  else r = 6.0f;
+  return copysignf(r, v);
+}
+
+/// 4-bit code (sign | exp2 | man1) of an e2m1 value, and back.
+DS41_HD uint8_t e2m1_encode(float v) {
+  float r = e2m1_round(v);
+  uint8_t sign = (f32_bits(r) >> 31) ? 8 : 0;
+  float a = fabsf(r);
+  uint8_t c = a == 0.0f ? 0 : a == 0.5f ? 1 : a == 1.0f ? 2 : a == 1.5f ? 3
+            : a == 2.0f ? 4 : a == 3.0f ? 5 : a == 4.0f ? 6 : 7;
+  return sign | c;
+}
+DS41_HD float e2m1_decode(uint8_t c) {
+  // code & 7 -> 0, .5, 1, 1.5, 2, 3, 4, 6
+  uint8_t m = c & 7;
+  float a = m < 4 ? 0.5f * m : (m == 4 ? 2.0f : m == 5 ? 3.0f : m == 6 ? 4.0f : 6.0f);
+  return (c & 8) ? -a : a;
+}
+
+// ---------------------------------------------------------------- ue8m0 power-of-two scales
+/// 2^ceil(log2(x)) for a positive finite float, taken from the exponent bits: the exponent, plus
+/// one when the mantissa is non-zero (the kernels' `fast_round_scale`).
+DS41_HD float pow2_ceil(float x) {
+  uint32_t b = f32_bits(x);
+  uint32_t e = (b >> 23) & 0xFFu;
+  if (b & 0x7FFFFFu) e += 1;
+  if (e == 0) e = 1;  // subnormal inputs still give a usable (normal) scale
+  if (e >= 255) e = 254;
+  return bits_f32(e << 23);
+}
+
+/// ue8m0 byte of a power-of-two scale (its biased exponent) and back.
+DS41_HD uint8_t ue8m0_encode(float pow2) { return static_cast<uint8_t>((f32_bits(pow2) >> 23) & 0xFFu); }
+DS41_HD float ue8m0_decode(uint8_t e) { return bits_f32(static_cast<uint32_t>(e) << 23); }
+
+}  // namespace ds41

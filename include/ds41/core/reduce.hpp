@@ -1,0 +1,61 @@
+// ds41/core/reduce.hpp — float32 sums in the order the reference's runtime adds them.
+//
+// torch (1.13, CPU, AVX2) sums a contiguous row as 8-lane vectors: the vectors are dealt round
+// robin to 4 accumulators (with a 4-level cascade once a row exceeds 16·4 vectors), the
+// accumulators are added 0+1+2+3, the scalar tail goes first into the final sum and the 8 lanes
+// are then added in lane order. Reproducing this order (instead of a plain left-to-right sum) is
+// what makes the RMS statistics — and through them every bf16 rounding downstream — agree bit for
+// bit with the reference.
+#pragma once
+#include "macros.hpp"
+
+namespace ds41 {
+
+constexpr int kSumLanes = 8;
+constexpr int kSumIlp = 4;
+constexpr int kSumLevels = 4;
+
+/// Σ f(i) for i < n in torch's vectorised inner-sum order. `f` yields float32 terms.
+template <class F>
+DS41_HD float torch_order_sum(long n, F f) {
+  const long vec_size = n / kSumLanes;
+  const long size_ilp = vec_size / kSumIlp;
+  int ceil_log2 = 0;
+  while ((1L << ceil_log2) < size_ilp) ++ceil_log2;
+  const long level_power = ceil_log2 / kSumLevels > 4 ? ceil_log2 / kSumLevels : 4;
+  const long level_step = 1L << level_power, level_mask = level_step - 1;
+  float acc[kSumLevels][kSumIlp][kSumLanes];
+  for (int a = 0; a < kSumLevels; ++a)
+    for (int k = 0; k < kSumIlp; ++k)
+      for (int l = 0; l < kSumLanes; ++l) acc[a][k][l] = 0.0f;
+  auto add_row = [&](long i) {
+    for (int k = 0; k < kSumIlp; ++k)
+      for (int l = 0; l < kSumLanes; ++l) acc[0][k][l] += f((i * kSumIlp + k) * kSumLanes + l);
+  };
+  long i = 0;
+  while (i + level_step <= size_ilp) {
+    for (long j = 0; j < level_step; ++j, ++i) add_row(i);
+    for (int j = 1; j < kSumLevels; ++j) {
+      for (int k = 0; k < kSumIlp; ++k)
+        for (int l = 0; l < kSumLanes; ++l) {
+          acc[j][k][l] += acc[j - 1][k][l];
+          acc[j - 1][k][l] = 0.0f;
+        }
+      if ((i & (level_mask << (j * level_power))) != 0) break;
+    }
+  }
+  for (; i < size_ilp; ++i) add_row(i);
+  for (int j = 1; j < kSumLevels; ++j)
+    for (int k = 0; k < kSumIlp; ++k)
+      for (int l = 0; l < kSumLanes; ++l) acc[0][k][l] += acc[j][k][l];
+  for (long v = size_ilp * kSumIlp; v < vec_size; ++v)
+    for (int l = 0; l < kSumLanes; ++l) acc[0][0][l] += f(v * kSumLanes + l);
+  for (int k = 1; k < kSumIlp; ++k)
+    for (int l = 0; l < kSumLanes; ++l) acc[0][0][l] += acc[0][k][l];
+  float total = 0.0f;
+  for (long t = vec_size * kSumLanes; t < n; ++t) total += f(t);
+  for (int l = 0; l < kSumLanes; ++l) total += acc[0][0][l];
+  return total;
+}
+
+}  // namespace ds41

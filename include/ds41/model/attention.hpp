@@ -1,0 +1,242 @@
+// ds41/model/attention.hpp — CompressedAttnT: the attention sublayer (M:583-790).
+//
+// Low-rank Q (wq_a → q_norm → wq_b, RoPE on the tail), latent K=V (wkv → kv_norm → RoPE → fp8
+// round trip) kept in a ring of `window` rows, and for ratio > 0 the shared compressed KV with the
+// indexer's top-k; one sparse attention with a per-head sink over both, inverse RoPE on the
+// output, grouped low-rank output projection (block-diagonal wo_a, then wo_b).
+#pragma once
+#include <string>
+#include "../core/attention_math.hpp"
+#include "compressor.hpp"
+#include "indexer.hpp"
+
+namespace ds41 {
+
+template <class B>
+class CompressedAttnT {
+ public:
+  template <class T>
+  using Buf = typename B::template Buffer<T>;
+
+  /// Per-sequence state of one layer.
+  struct State {
+    Buf<float> window;      // [W, D] ring, slot = position % W
+    Buf<float> compressed;  // [max_seq / r, D] (kv sources)
+    typename CompressorT<B>::State comp;
+    typename IndexerT<B>::State index;
+  };
+
+  CompressedAttnT() = default;
+  CompressedAttnT(const ModelConfig& c, const WeightSet& w, int layer)
+      : layer_(layer), dim_(c.dim), H_(c.n_heads), D_(c.head_dim), rd_(c.rope_head_dim), qr_(c.q_lora_rank),
+        G_(c.o_groups), R_(c.o_lora_rank), W_(c.window_size), ratio_(c.ratio(layer)),
+        kv_source_(c.is_kv_source(layer)), index_source_(c.is_index_source(layer)),
+        eps_(static_cast<float>(c.norm_eps)), scale_(static_cast<float>(std::pow(c.head_dim, -0.5))),
+        max_seq_(c.max_seq_len) {
+    const std::string p = "layers." + std::to_string(layer) + ".attn.";
+    sink_ = upload_vector<B>(w, p + "attn_sink", H_);
+    wq_a_ = load_matrix<B>(w, p + "wq_a.weight", qr_, dim_);
+    q_norm_ = upload_vector<B>(w, p + "q_norm.weight", qr_);
+    wq_b_ = load_matrix<B>(w, p + "wq_b.weight", static_cast<long>(H_) * D_, qr_);
+    wkv_ = load_matrix<B>(w, p + "wkv.weight", D_, dim_);
+    kv_norm_ = upload_vector<B>(w, p + "kv_norm.weight", D_);
+    wo_a_ = load_matrix<B>(w, p + "wo_a.weight", static_cast<long>(G_) * R_, static_cast<long>(H_) * D_ / G_);
+    wo_b_ = load_matrix<B>(w, p + "wo_b.weight", dim_, static_cast<long>(G_) * R_);
+    if (ratio_ && G_ * R_ % 32 != 0 && wo_a_.view().format == WeightFormat::kFp8Block32)
+      fail("attention layer ", layer, ": fp8 wo_a needs o_lora_rank on a 32-row boundary");
+    RopeParams rp;
+    rp.rope_dim = rd_;
+    if (ratio_) {  // compressed layers: compress_rope_theta with YaRN
+      rp.base = c.compress_rope_theta;
+      rp.original_seq_len = c.original_seq_len;
+    } else {  // pure sliding window: rope_theta, no YaRN
+      rp.base = c.rope_theta;
+      rp.original_seq_len = 0;
+    }
+    rp.factor = c.rope_factor;
+    rp.beta_fast = c.beta_fast;
+    rp.beta_slow = c.beta_slow;
+    rope_ = RopeTables<B>(rp, c.max_seq_len);
+    if (kv_source_) compressor_ = CompressorT<B>(c, w, p + "compressor.", ratio_);
+    if (index_source_) indexer_ = IndexerT<B>(c, w, p + "indexer.", layer);
+  }
+
+  State make_state() const {
+    State s;
+    s.window = B::template alloc<float>(static_cast<size_t>(W_) * D_);
+    if (kv_source_) {
+      s.compressed = B::template alloc<float>(static_cast<size_t>(max_seq_ / ratio_ + 1) * D_);
+      s.comp = compressor_.make_state();
+    }
+    if (index_source_) s.index = indexer_.make_state();
+    return s;
+  }
+
+  /// x: [T, dim] (attn_in) at positions start..start+T-1 → out [T, dim].
+  void forward(const float* x, long T, long start, State& st, SharedSlots<B>& shared, const Tap<B>& tap,
+               float* out) const {
+    const int H = H_, D = D_, rd = rd_;
+    const float* cs = rope_.cos_t.data();
+    const float* sn = rope_.sin_t.data();
+
+    // low-rank Q
+    auto qr = B::template alloc<float>(static_cast<size_t>(T) * qr_);
+    B::linear(x, T, dim_, wq_a_.view(), qr.data(), qr_, OutRound::kBF16);
+    Ops<B>::rmsnorm(qr.data(), T, qr_, q_norm_.data(), eps_);
+    auto q = B::template alloc<float>(static_cast<size_t>(T) * H * D);
+    B::linear(qr.data(), T, qr_, wq_b_.view(), q.data(), static_cast<long>(H) * D, OutRound::kBF16);
+    Ops<B>::rope(q.data(), T * H, D, rd, H, start, 1, cs, sn, false);
+
+    // window K=V of this step
+    auto kv = B::template alloc<float>(static_cast<size_t>(T) * D);
+    B::linear(x, T, dim_, wkv_.view(), kv.data(), D, OutRound::kBF16);
+    Ops<B>::rmsnorm(kv.data(), T, D, kv_norm_.data(), eps_);
+    Ops<B>::rope(kv.data(), T, D, rd, 1, start, 1, cs, sn, false);
+    Ops<B>::roundtrip(kv.data(), T, D, kFp8Block, RoundTrip::kFp8Pow2);
+    tap.f32("window_kv", kv.data(), {T, D});
+
+    const bool prefill = start == 0;
+    const long W = W_;
+    // prefill attends over this chunk's rows and seeds the ring with its last W rows; decode writes
+    // one slot and attends over the whole ring, oldest first
+    const long n_win_rows = prefill ? T : W;
+    const long n_win_cols = prefill ? (T < W ? T : W) : W;
+    {
+      float* ring = st.window.data();
+      const float* pk = kv.data();
+      const long first = prefill ? (T > W ? T - W : 0) : 0;
+      const long n = prefill ? T - first : 1;
+      B::for_each(n * D, [=] DS41_LAMBDA(long e) {
+        long t = first + e / D, d = e % D;
+        long pos = start + t;
+        ring[(pos % W) * D + d] = pk[t * D + d];
+      });
+    }
+
+    // compressed part: KV rows and top-k
+    long comp_len = 0, k = 0;
+    const float* comp_rows = nullptr;
+    Buf<int32_t> comp_idx;
+    if (ratio_) comp_rows = compressed(x, qr.data(), T, start, n_win_rows, st, shared, tap, comp_len, k, comp_idx);
+
+    // one KV tensor: window rows then compressed rows; one index list per query
+    const long rows = n_win_rows + comp_len;
+    auto all_kv = B::template alloc<float>(static_cast<size_t>(rows) * D);
+    B::copy(all_kv.data(), prefill ? kv.data() : st.window.data(), static_cast<size_t>(n_win_rows) * D);
+    if (comp_len) B::copy(all_kv.data() + n_win_rows * D, comp_rows, static_cast<size_t>(comp_len) * D);
+    const long ncols = n_win_cols + k;
+    auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * (ncols > 0 ? ncols : 1));
+    {
+      int32_t* pi = idx.data();
+      const int32_t* pc = comp_idx.data();
+      B::for_each(T, [=] DS41_LAMBDA(long t) {
+        int32_t* row = pi + t * ncols;
+        if (prefill) {  // rows max(0, t-W+1) .. t
+          long lo = t - W + 1 > 0 ? t - W + 1 : 0;
+          for (long i = 0; i < n_win_cols; ++i) row[i] = lo + i > t ? -1 : static_cast<int32_t>(lo + i);
+        } else {  // ring slots oldest first; slots not yet written are -1
+          long oldest = start % W + 1;
+          for (long i = 0; i < W; ++i) {
+            long s = (oldest + i) % W;
+            row[i] = s > start ? -1 : static_cast<int32_t>(s);
+          }
+        }
+        for (long j = 0; j < k; ++j) row[n_win_cols + j] = pc[t * k + j];
+      });
+    }
+    tap.f32("q", q.data(), {T, H, D});
+
+    auto o = B::template alloc<float>(static_cast<size_t>(T) * H * D);
+    {
+      const float *pq = q.data(), *pkv = all_kv.data(), *sink = sink_.data();
+      const int32_t* pi = idx.data();
+      float* po = o.data();
+      const float scale = scale_;
+      const int nc = static_cast<int>(ncols);
+      B::for_each(T * H, [=] DS41_LAMBDA(long e) {
+        long t = e / H;
+        int h = static_cast<int>(e % H);
+        sparse_attn_head(pq + e * D, pkv, D, pi + t * nc, nc, D, sink[h], scale, po + e * D);
+      });
+    }
+    Ops<B>::rope(o.data(), T * H, D, rd, H, start, 1, cs, sn, true);
+    tap.f32("attn_o", o.data(), {T, H, D});
+
+    // grouped low-rank output: group g maps its heads' H·D/G values to R outputs
+    const long hd = static_cast<long>(H) * D, gin = hd / G_;
+    auto oa = B::template alloc<float>(static_cast<size_t>(T) * G_ * R_);
+    for (int g = 0; g < G_; ++g)
+      B::linear(o.data() + g * gin, T, hd, wo_a_.view().row_slice(g * R_, R_), oa.data() + g * R_,
+                static_cast<long>(G_) * R_, OutRound::kBF16);
+    B::linear(oa.data(), T, static_cast<long>(G_) * R_, wo_b_.view(), out, dim_, OutRound::kBF16);
+    tap.f32("attn_out", out, {T, dim_});
+  }
+
+  int ratio() const { return ratio_; }
+
+ private:
+  /// The shared compressed KV and this layer's top-k (M:728-762). Returns the compressed rows.
+  const float* compressed(const float* x, const float* qr, long T, long start, long offset, State& st,
+                          SharedSlots<B>& shared, const Tap<B>& tap, long& comp_len, long& k,
+                          Buf<int32_t>& comp_idx) const {
+    const int r = ratio_, D = D_;
+    comp_len = (start + T) / r;
+    long n_new = 0;
+    Buf<float> latent;
+    // latents stand for the first token of their group: group j of a prefill at j·r, the one
+    // group a decode step completes at start+1-r
+    const long lpos0 = start == 0 ? 0 : start + 1 - r;
+    const long lstep = r;
+    if (kv_source_) {
+      latent = B::template alloc<float>(static_cast<size_t>(compressor_.max_new(T)) * D);
+      n_new = compressor_.forward(x, T, start, st.comp, latent.data());
+      shared.compress_kv = st.compressed.data();
+      shared.compress_kv_layer = layer_;
+      if (n_new) tap.f32("compress_latent", latent.data(), {n_new, D});
+    }
+    // the indexer needs the latent before RoPE, so it runs before the cache is written
+    if (!index_source_) {
+      DS41_CHECK(shared.has_topk, "attention layer ", layer_, ": no index source has published a top-k");
+      DS41_CHECK(shared.topk_rows == T, "attention layer ", layer_, ": published top-k has ", shared.topk_rows,
+                 " rows for ", T, " tokens");
+      k = shared.topk_cols;
+      comp_idx = B::template alloc<int32_t>(static_cast<size_t>(T) * (k > 0 ? k : 1));
+      B::copy(comp_idx.data(), shared.topk.data(), static_cast<size_t>(T) * k);
+    } else {
+      if (comp_len == 0) {
+        k = 0;
+        comp_idx = B::template alloc<int32_t>(1);
+      } else {
+        indexer_.publish_keys(latent.data(), n_new, start, lpos0, lstep, st.index, shared, rope_, tap);
+        k = indexer_.select(x, qr, T, start, offset, shared, rope_, tap, comp_idx);
+      }
+      shared.topk = B::template alloc<int32_t>(static_cast<size_t>(T) * (k > 0 ? k : 1));
+      B::copy(shared.topk.data(), comp_idx.data(), static_cast<size_t>(T) * k);
+      shared.topk_rows = T;
+      shared.topk_cols = k;
+      shared.has_topk = true;
+    }
+    tap.i32("index_topk", comp_idx.data(), {T, k});
+    if (n_new) {
+      float* lat = latent.data();
+      Ops<B>::rope(lat, n_new, D, rd_, 1, lpos0, lstep, rope_.cos_t.data(), rope_.sin_t.data(), false);
+      Ops<B>::roundtrip(lat, n_new, D, kFp4KvBlock, RoundTrip::kFp4E4m3);
+      B::copy(st.compressed.data() + (start / r) * D, lat, static_cast<size_t>(n_new) * D);
+      tap.f32("compress_kv", lat, {n_new, D});
+    }
+    DS41_CHECK(shared.compress_kv != nullptr, "attention layer ", layer_, ": no compressed KV published");
+    return shared.compress_kv;
+  }
+
+  int layer_ = 0, dim_ = 0, H_ = 0, D_ = 0, rd_ = 0, qr_ = 0, G_ = 1, R_ = 0, W_ = 0, ratio_ = 0;
+  bool kv_source_ = false, index_source_ = false;
+  float eps_ = 0, scale_ = 0;
+  long max_seq_ = 0;
+  Buf<float> sink_, q_norm_, kv_norm_;
+  Matrix<B> wq_a_, wq_b_, wkv_, wo_a_, wo_b_;
+  RopeTables<B> rope_;
+  CompressorT<B> compressor_;
+  IndexerT<B> indexer_;
+};
+
+}  // namespace ds41

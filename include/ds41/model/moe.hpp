@@ -1,0 +1,202 @@
+// ds41/model/moe.hpp — MoeT<ExpertStore>: router (sqrt-softplus / sigmoid / softmax scores,
+// selection-only bias, renormalisation, route_scale), routed experts with clamped SwiGLU, and the
+// shared expert (M:793-904).
+//
+// The routing decision is downloaded to the host (it decides which weights to touch); the math
+// runs on the backend. Routed outputs are added in increasing expert id, then the unweighted
+// shared expert, into a float32 accumulator rounded once to bf16.
+#pragma once
+#include <string>
+#include <vector>
+#include "../core/activation.hpp"
+#include "../core/torch_math.hpp"
+#include "../core/topk.hpp"
+#include "config.hpp"
+#include "tap.hpp"
+#include "weights.hpp"
+
+namespace ds41 {
+
+/// One SwiGLU expert's three matrices.
+template <class B>
+struct ExpertWeights {
+  Matrix<B> w1, w2, w3;  // gate [I, dim], down [dim, I], up [I, dim]
+};
+
+/// ExpertStore policy: every expert resident in backend memory.
+template <class B>
+class ResidentExperts {
+ public:
+  ResidentExperts() = default;
+  ResidentExperts(const ModelConfig& c, const WeightSet& w, int layer) {
+    const std::string p = "layers." + std::to_string(layer) + ".ffn.experts.";
+    experts_.resize(c.n_routed_experts);
+    for (int e = 0; e < c.n_routed_experts; ++e) {
+      const std::string q = p + std::to_string(e) + ".";
+      experts_[e].w1 = load_matrix<B>(w, q + "w1.weight", c.moe_inter_dim, c.dim);
+      experts_[e].w2 = load_matrix<B>(w, q + "w2.weight", c.dim, c.moe_inter_dim);
+      experts_[e].w3 = load_matrix<B>(w, q + "w3.weight", c.moe_inter_dim, c.dim);
+    }
+  }
+  /// Hint of the experts the next step will use (resident: nothing to do).
+  void prefetch(const std::vector<int>&) {}
+  const ExpertWeights<B>& get(int e) { return experts_.at(e); }
+
+ private:
+  std::vector<ExpertWeights<B>> experts_;
+};
+
+template <class B, class ExpertStore = ResidentExperts<B>>
+class MoeT {
+ public:
+  template <class T>
+  using Buf = typename B::template Buffer<T>;
+
+  MoeT() = default;
+  MoeT(const ModelConfig& c, const WeightSet& w, int layer)
+      : dim_(c.dim), inter_(c.moe_inter_dim), E_(c.n_routed_experts), K_(c.n_activated_experts),
+        score_func_(c.score_func), gate_temp_(static_cast<float>(c.gate_temp)), norm_topk_(c.norm_topk_prob),
+        route_scale_(static_cast<float>(c.route_scale)), limit_(static_cast<float>(c.swiglu_limit)),
+        experts_(c, w, layer) {
+    const std::string p = "layers." + std::to_string(layer) + ".ffn.";
+    gate_ = load_matrix<B>(w, p + "gate.weight", E_, dim_);
+    bias_ = upload_vector<B>(w, p + "gate.bias", E_);
+    shared_.w1 = load_matrix<B>(w, p + "shared_experts.w1.weight", inter_, dim_);
+    shared_.w2 = load_matrix<B>(w, p + "shared_experts.w2.weight", dim_, inter_);
+    shared_.w3 = load_matrix<B>(w, p + "shared_experts.w3.weight", inter_, dim_);
+  }
+
+  ExpertStore& experts() { return experts_; }
+
+  /// x: [T, dim] (ffn_in) → out [T, dim].
+  void forward(const float* x, long T, const Tap<B>& tap, float* out) {
+    const int E = E_, K = K_;
+    // router: f32 Linear on bf16 values, score function, biased top-k, weights from raw scores
+    auto scores = B::template alloc<float>(static_cast<size_t>(T) * E);
+    B::linear(x, T, dim_, gate_.view(), scores.data(), E, OutRound::kF32);
+    auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * K);
+    auto wts = B::template alloc<float>(static_cast<size_t>(T) * K);
+    {
+      float* ps = scores.data();
+      const float* bias = bias_.data();
+      int32_t* pi = idx.data();
+      float* pw = wts.data();
+      const float temp = gate_temp_, rscale = route_scale_;
+      const ScoreFunc sf = score_func_;
+      const bool norm = norm_topk_;
+      B::for_each(T, [=] DS41_LAMBDA(long t) {
+        float* s = ps + t * E;
+        if (sf == ScoreFunc::kSoftmax) {
+          float mx = -INFINITY, sum = 0.0f;
+          for (int e = 0; e < E; ++e) mx = fmaxf(mx, s[e] / temp);
+          for (int e = 0; e < E; ++e) sum += expf(s[e] / temp - mx);
+          for (int e = 0; e < E; ++e) s[e] = expf(s[e] / temp - mx) / sum;
+        } else {
+          for (int e = 0; e < E; ++e) {
+            float z = s[e] / temp;
+            s[e] = sf == ScoreFunc::kSigmoid ? sigmoid(z) : sqrtf(softplus(z));
+          }
+        }
+        // biased scores select; at most 64 experts chosen per token
+        float biased[1024];
+        int sel[64];
+        for (int e = 0; e < E && e < 1024; ++e) biased[e] = s[e] + bias[e];
+        topk_row(biased, E, K, sel, nullptr);
+        float sum = 0.0f;
+        for (int j = 0; j < K; ++j) {
+          pi[t * K + j] = sel[j];
+          pw[t * K + j] = s[sel[j]];
+          sum += s[sel[j]];
+        }
+        if (norm && K > 1)
+          for (int j = 0; j < K; ++j) pw[t * K + j] = pw[t * K + j] / (sum + 1e-20f);
+        for (int j = 0; j < K; ++j) pw[t * K + j] = pw[t * K + j] * rscale;
+      });
+    }
+    tap.f32("moe_scores", scores.data(), {T, E}, CapType::kF32);
+    tap.i32("moe_indices", idx.data(), {T, K});
+    tap.f32("moe_weights", wts.data(), {T, K}, CapType::kF32);
+
+    // the routing decision goes to the host: it decides which expert weights are touched
+    std::vector<int32_t> h_idx(static_cast<size_t>(T) * K);
+    std::vector<float> h_w(static_cast<size_t>(T) * K);
+    B::download(h_idx.data(), idx.data(), h_idx.size());
+    B::download(h_w.data(), wts.data(), h_w.size());
+
+    auto acc = B::template alloc<float>(static_cast<size_t>(T) * dim_);  // zeros
+    for (int e = 0; e < E; ++e) {
+      std::vector<int32_t> rows;
+      std::vector<float> rw;
+      for (long t = 0; t < T; ++t)
+        for (int j = 0; j < K; ++j)
+          if (h_idx[t * K + j] == e) {
+            rows.push_back(static_cast<int32_t>(t));
+            rw.push_back(h_w[t * K + j]);
+          }
+      if (rows.empty()) continue;
+      run_expert(experts_.get(e), x, rows, &rw, acc.data());
+    }
+    std::vector<int32_t> all(T);
+    for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
+    run_expert(shared_, x, all, nullptr, acc.data());
+    float* pa = acc.data();
+    B::for_each(T * dim_, [=] DS41_LAMBDA(long e) { out[e] = bf16_round(pa[e]); });
+    tap.f32("ffn_out", out, {T, dim_});
+  }
+
+ private:
+  /// acc[rows[i]] += w2(bf16(weight_i · silu(clamp(w1 x)) · clamp(w3 x))) for the gathered rows.
+  void run_expert(const ExpertWeights<B>& ew, const float* x, const std::vector<int32_t>& rows,
+                  const std::vector<float>* weights, float* acc) const {
+    const long n = static_cast<long>(rows.size());
+    const int dim = dim_, I = inter_;
+    auto d_rows = B::template alloc<int32_t>(n);
+    B::upload(d_rows.data(), rows.data(), n);
+    auto d_w = B::template alloc<float>(weights ? n : 1);
+    if (weights) B::upload(d_w.data(), weights->data(), n);
+    auto xs = B::template alloc<float>(static_cast<size_t>(n) * dim);
+    {
+      const int32_t* pr = d_rows.data();
+      float* px = xs.data();
+      B::for_each(n * dim, [=] DS41_LAMBDA(long e) { px[e] = x[pr[e / dim] * static_cast<long>(dim) + e % dim]; });
+    }
+    auto g = B::template alloc<float>(static_cast<size_t>(n) * I);
+    auto u = B::template alloc<float>(static_cast<size_t>(n) * I);
+    B::linear(xs.data(), n, dim, ew.w1.view(), g.data(), I, OutRound::kBF16);
+    B::linear(xs.data(), n, dim, ew.w3.view(), u.data(), I, OutRound::kBF16);
+    {
+      float *pg = g.data(), *pu = u.data();
+      const float* pw = weights ? d_w.data() : nullptr;
+      const float lim = limit_;
+      B::for_each(n * I, [=] DS41_LAMBDA(long e) {
+        float gv = pg[e], uv = pu[e];
+        if (lim > 0.0f) {
+          uv = fminf(fmaxf(uv, -lim), lim);
+          gv = fminf(gv, lim);
+        }
+        float h = torch_silu(gv, e, n * I) * uv;
+        if (pw) h = pw[e / I] * h;
+        pg[e] = bf16_round(h);
+      });
+    }
+    auto y = B::template alloc<float>(static_cast<size_t>(n) * dim);
+    B::linear(g.data(), n, I, ew.w2.view(), y.data(), dim, OutRound::kBF16);
+    {
+      const int32_t* pr = d_rows.data();
+      const float* py = y.data();
+      B::for_each(n * dim, [=] DS41_LAMBDA(long e) { acc[pr[e / dim] * static_cast<long>(dim) + e % dim] += py[e]; });
+    }
+  }
+
+  int dim_ = 0, inter_ = 0, E_ = 0, K_ = 0;
+  ScoreFunc score_func_ = ScoreFunc::kSqrtSoftplus;
+  float gate_temp_ = 1;
+  bool norm_topk_ = true;
+  float route_scale_ = 1, limit_ = 0;
+  ExpertStore experts_;
+  Matrix<B> gate_;
+  Buf<float> bias_;
+  ExpertWeights<B> shared_;
+};
+
+}  // namespace ds41

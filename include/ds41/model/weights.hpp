@@ -1,0 +1,147 @@
+// ds41/model/weights.hpp — host-side tensors as they come from a file or a filler, and their
+// backend-resident forms (Matrix<B>, vectors).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+#include "../core/error.hpp"
+#include "../core/linear_math.hpp"
+
+namespace ds41 {
+
+/// One parameter on the host: a shape, a storage format and its payload. Vectors and small
+/// parameters are read through to_f32().
+struct HostTensor {
+  std::vector<long> shape;
+  WeightFormat format = WeightFormat::kF32;
+  std::vector<uint8_t> payload;  // format-specific bytes
+  std::vector<float> scales;     // fp8/fp4 block scales (and engram row scales)
+
+  long numel() const {
+    long n = 1;
+    for (long d : shape) n *= d;
+    return n;
+  }
+  static HostTensor from_f32(std::vector<long> shape, const std::vector<float>& v) {
+    HostTensor t;
+    t.shape = std::move(shape);
+    t.format = WeightFormat::kF32;
+    t.payload.resize(v.size() * 4);
+    if (!v.empty()) std::memcpy(t.payload.data(), v.data(), v.size() * 4);
+    return t;
+  }
+  /// bf16 storage of values that are already bf16 numbers (no rounding happens here beyond RNE).
+  static HostTensor from_bf16_values(std::vector<long> shape, const std::vector<float>& v) {
+    HostTensor t;
+    t.shape = std::move(shape);
+    t.format = WeightFormat::kBF16;
+    t.payload.resize(v.size() * 2);
+    auto* p = reinterpret_cast<uint16_t*>(t.payload.data());
+    for (size_t i = 0; i < v.size(); ++i) p[i] = bf16_bits(v[i]);
+    return t;
+  }
+  std::vector<float> to_f32() const {
+    std::vector<float> out(numel());
+    switch (format) {
+      case WeightFormat::kF32: std::memcpy(out.data(), payload.data(), out.size() * 4); break;
+      case WeightFormat::kBF16: {
+        auto* p = reinterpret_cast<const uint16_t*>(payload.data());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(p[i]);
+        break;
+      }
+      default: {
+        DS41_CHECK(shape.size() == 2, "tensor of format ", format_name(format), " with shape ",
+                   shape_str({shape.begin(), shape.end()}), " cannot be read as f32");
+        MatrixView v = view();
+        std::vector<float> e(shape[1], 0.0f);
+        for (long n = 0; n < shape[0]; ++n)
+          for (long k = 0; k < shape[1]; ++k) {
+            e[k] = 1.0f;
+            out[n * shape[1] + k] = v.dot(e.data(), static_cast<int>(n));
+            e[k] = 0.0f;
+          }
+      }
+    }
+    return out;
+  }
+  MatrixView view() const {
+    MatrixView v;
+    v.format = format;
+    v.rows = static_cast<int>(shape.size() == 2 ? shape[0] : 1);
+    v.cols = static_cast<int>(shape.empty() ? 1 : shape.back());
+    v.data = payload.data();
+    v.scales = scales.empty() ? nullptr : scales.data();
+    return v;
+  }
+};
+
+/// Every parameter of a model by its reference (state_dict) name.
+class WeightSet {
+ public:
+  void put(const std::string& name, HostTensor t) { map_[name] = std::move(t); }
+  bool has(const std::string& name) const { return map_.count(name) != 0; }
+  /// The tensor `name`, which must have exactly `shape`.
+  const HostTensor& at(const std::string& name, const std::vector<long>& shape) const {
+    auto it = map_.find(name);
+    DS41_CHECK(it != map_.end(), "weights: missing tensor '", name, "' (expected shape ",
+               shape_str({shape.begin(), shape.end()}), ")");
+    DS41_CHECK(it->second.shape == shape, "weights: tensor '", name, "' has shape ",
+               shape_str({it->second.shape.begin(), it->second.shape.end()}), ", expected ",
+               shape_str({shape.begin(), shape.end()}));
+    return it->second;
+  }
+  const std::map<std::string, HostTensor>& all() const { return map_; }
+  size_t size() const { return map_.size(); }
+
+ private:
+  std::map<std::string, HostTensor> map_;
+};
+
+/// A weight matrix resident in backend B's memory.
+template <class B>
+struct Matrix {
+  typename B::template Buffer<uint8_t> payload;
+  typename B::template Buffer<float> scales;
+  MatrixView v;
+
+  Matrix() = default;
+  explicit Matrix(const HostTensor& t) {
+    DS41_CHECK(t.shape.size() == 2, "matrix expected, got shape ", shape_str({t.shape.begin(), t.shape.end()}));
+    payload = B::template alloc<uint8_t>(t.payload.size());
+    B::upload(payload.data(), t.payload.data(), t.payload.size());
+    if (!t.scales.empty()) {
+      scales = B::template alloc<float>(t.scales.size());
+      B::upload(scales.data(), t.scales.data(), t.scales.size());
+    }
+    v.format = t.format;
+    v.rows = static_cast<int>(t.shape[0]);
+    v.cols = static_cast<int>(t.shape[1]);
+    v.data = payload.data();
+    v.scales = t.scales.empty() ? nullptr : scales.data();
+  }
+  const MatrixView& view() const { return v; }
+  int rows() const { return v.rows; }
+  int cols() const { return v.cols; }
+};
+
+/// A float32 vector resident in backend B's memory.
+template <class B>
+typename B::template Buffer<float> upload_f32(const std::vector<float>& h) {
+  auto buf = B::template alloc<float>(h.size());
+  B::upload(buf.data(), h.data(), h.size());
+  return buf;
+}
+
+template <class B>
+typename B::template Buffer<float> upload_vector(const WeightSet& w, const std::string& name, long n) {
+  return upload_f32<B>(w.at(name, {n}).to_f32());
+}
+
+template <class B>
+Matrix<B> load_matrix(const WeightSet& w, const std::string& name, long rows, long cols) {
+  return Matrix<B>(w.at(name, {rows, cols}));
+}
+
+}  // namespace ds41

@@ -1,0 +1,286 @@
+// Unit tests of the core numerics (host-compiled DS41_HD functions): number formats, quantiser
+// round trips, reductions, norms, RoPE, Sinkhorn, top-k.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <random>
+#include <vector>
+#include "ds41/core/activation.hpp"
+#include "ds41/core/attention_math.hpp"
+#include "ds41/core/compress_math.hpp"
+#include "ds41/core/linear_math.hpp"
+#include "ds41/core/quant.hpp"
+#include "ds41/core/rope.hpp"
+#include "ds41/core/sinkhorn.hpp"
+#include "ds41/core/topk.hpp"
+
+using namespace ds41;
+
+TEST_CASE("bf16 rounds to nearest, ties to even") {
+  CHECK(bf16_round(1.0f) == 1.0f);
+  CHECK(bf16_round(1.0f + std::ldexp(1.0f, -8)) == 1.0f);                             // tie -> even (down)
+  CHECK(bf16_round(1.0f + 3 * std::ldexp(1.0f, -8)) == 1.0f + std::ldexp(1.0f, -6));  // tie -> even (up)
+  CHECK(bf16_round(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 1.0f + std::ldexp(1.0f, -7));
+  CHECK(bf16_round(-1.0f - std::ldexp(1.0f, -8)) == -1.0f);
+  CHECK(std::signbit(bf16_round(-0.0f)));
+  CHECK(bf16_bits(1.0f) == 0x3F80);
+  CHECK(bf16_to_f32(0xC040) == -3.0f);
+  CHECK(std::isnan(bf16_round(NAN)));
+  // a denormal-range value keeps its (bf16-rounded) magnitude
+  float tiny = std::ldexp(1.0f, -130);
+  CHECK(bf16_round(tiny) == tiny);
+}
+
+TEST_CASE("e4m3: grid, ties to even code, saturation at 448, subnormals, signed zero") {
+  CHECK(e4m3_round(0.0f) == 0.0f);
+  CHECK(std::signbit(e4m3_round(-0.0f)));
+  CHECK(e4m3_round(448.0f) == 448.0f);
+  CHECK(e4m3_round(464.0f) == 448.0f);  // the next grid point (480) is NaN in e4m3fn
+  CHECK(e4m3_round(1e6f) == 448.0f);
+  CHECK(e4m3_round(-1e6f) == -448.0f);
+  CHECK(e4m3_round(INFINITY) == 448.0f);
+  CHECK(e4m3_round(1.0625f) == 1.0f);   // tie between m=0 and m=1 -> even m=0
+  CHECK(e4m3_round(1.1875f) == 1.25f);  // tie between m=1 and m=2 -> even m=2
+  CHECK(e4m3_round(1.07f) == 1.125f);
+  const float sub = std::ldexp(1.0f, -9);
+  CHECK(e4m3_round(sub) == sub);
+  CHECK(e4m3_round(0.5f * sub) == 0.0f);       // tie -> 0 (even)
+  CHECK(e4m3_round(1.5f * sub) == 2.0f * sub);  // tie -> code 2 (even)
+  CHECK(e4m3_round(0.015625f - 1e-6f) == 0.015625f);
+  CHECK(e4m3_round(-3.3f) == -3.25f);
+  // every finite code decodes onto the grid and encodes back to itself
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN codes
+    float v = e4m3_decode(static_cast<uint8_t>(c));
+    CHECK(e4m3_round(v) == v);
+    if (c != 0x80) CHECK(e4m3_encode(v) == c);
+  }
+}
+
+TEST_CASE("e2m1: nearest with ties to the even code, clamped to 6") {
+  const float cases[][2] = {{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f}, {2.5f, 2.0f},
+                            {3.5f, 4.0f},  {5.0f, 4.0f},  {0.26f, 0.5f}, {5.01f, 6.0f}, {7.0f, 6.0f},
+                            {100.0f, 6.0f}, {0.1f, 0.0f}, {2.9f, 3.0f}};
+  for (auto& c : cases) {
+    CHECK(e2m1_round(c[0]) == c[1]);
+    CHECK(e2m1_round(-c[0]) == -c[1]);
+  }
+  for (int c = 0; c < 16; ++c) CHECK(e2m1_encode(e2m1_decode(static_cast<uint8_t>(c))) == (c == 8 ? 8 : c));
+}
+
+TEST_CASE("power-of-two scales from the exponent bits") {
+  CHECK(pow2_ceil(1.0f) == 1.0f);
+  CHECK(pow2_ceil(1.5f) == 2.0f);
+  CHECK(pow2_ceil(0.75f) == 1.0f);
+  CHECK(pow2_ceil(0.5f) == 0.5f);
+  CHECK(pow2_ceil(3e-7f) == std::ldexp(1.0f, -21));
+  CHECK(ue8m0_decode(ue8m0_encode(0.25f)) == 0.25f);
+}
+
+static bool on_grid_e4m3(float v) { return e4m3_round(v) == v; }
+static bool on_grid_e2m1(float v) { return e2m1_round(v) == v; }
+
+TEST_CASE("fp8 pow2 round trip (block 32)") {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(64);
+  for (float& v : x) v = bf16_round(nd(rng));
+  std::vector<float> y = x;
+  roundtrip_row(y.data(), 64, kFp8Block, RoundTrip::kFp8Pow2);
+  for (int b = 0; b < 64; b += 32) {
+    float s = fp8_pow2_scale(&x[b], 32);
+    CHECK(s == pow2_ceil(s));  // a power of two
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[b + i]));
+    CHECK(amax / s <= 448.0f);
+    for (int i = 0; i < 32; ++i) {
+      CHECK(on_grid_e4m3(y[b + i] / s));
+      CHECK(y[b + i] == bf16_round(y[b + i]));
+      CHECK(std::fabs(y[b + i] - x[b + i]) <= std::fabs(x[b + i]) * 0.0625f + s * std::ldexp(1.0f, -9));
+    }
+  }
+  // all-zero block: the 1e-4 floor keeps the scale finite, zeros stay zeros
+  std::vector<float> z(32, 0.0f);
+  roundtrip_row(z.data(), 32, kFp8Block, RoundTrip::kFp8Pow2);
+  for (float v : z) CHECK(v == 0.0f);
+}
+
+TEST_CASE("fp4 round trips: pow2 scale (block 32) and e4m3 scale (block 16)") {
+  std::vector<float> x = {6.0f, -3.0f, 1.0f, 0.5f, 0.24f, -0.26f, 2.5f, 1.75f, 0.0f, -6.0f, 4.0f, 5.0f, 3.5f, 0.75f, 1.25f, -1.5f};
+  SUBCASE("pow2: amax 6 gives scale 1 and the e2m1 ties") {
+    std::vector<float> y = x;
+    fp4_pow2_roundtrip(y.data(), static_cast<int>(y.size()));
+    const float expect[] = {6, -3, 1, 0.5f, 0, -0.5f, 2, 2, 0, -6, 4, 4, 4, 1, 1, -1.5f};
+    for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == expect[i]);
+  }
+  SUBCASE("e4m3 scale: s = e4m3(amax / 6)") {
+    std::vector<float> y(16);
+    for (int i = 0; i < 16; ++i) y[i] = x[i] * 0.3f;
+    float amax = 6.0f * 0.3f;
+    float s = fp4_e4m3_scale(y.data(), 16);
+    CHECK(s == e4m3_round(amax / 6.0f));
+    std::vector<float> z = y;
+    fp4_e4m3_roundtrip(z.data(), 16);
+    for (int i = 0; i < 16; ++i) {
+      CHECK(on_grid_e2m1(bf16_round(z[i] / s)) == true);
+      CHECK(z[i] == bf16_round(e2m1_round(std::fmin(std::fmax(y[i] / s, -6.0f), 6.0f)) * s));
+    }
+  }
+  SUBCASE("all-zero blocks stay zero") {
+    std::vector<float> z(32, 0.0f);
+    fp4_pow2_roundtrip(z.data(), 32);
+    fp4_e4m3_roundtrip(z.data(), 16);
+    for (float v : z) CHECK(v == 0.0f);
+  }
+}
+
+TEST_CASE("torch-order sum equals the left-to-right sum on exact data and is close otherwise") {
+  for (int n : {1, 7, 8, 31, 32, 64, 255, 256, 1000, 5000}) {
+    CAPTURE(n);
+    std::vector<float> ints(n);
+    for (int i = 0; i < n; ++i) ints[i] = static_cast<float>(i % 17);
+    double exact = 0;
+    for (float v : ints) exact += v;
+    CHECK(torch_order_sum(n, [&](long i) { return ints[i]; }) == static_cast<float>(exact));
+    std::vector<float> r(n);
+    std::mt19937 rng(n);
+    std::uniform_real_distribution<float> u(-1, 1);
+    double d = 0, mag = 0;
+    for (float& v : r) v = u(rng), d += v, mag += std::fabs(v);
+    CHECK(std::fabs(torch_order_sum(n, [&](long i) { return r[i]; }) - d) <= 1e-6 * mag + 1e-7);
+  }
+}
+
+TEST_CASE("RMSNorm of a row") {
+  std::vector<float> x = {3.0f, 4.0f, 0.0f, -5.0f}, w = {1.0f, 0.5f, 2.0f, 1.0f}, y(4);
+  rmsnorm_row(x.data(), w.data(), y.data(), 4, 1e-20f);
+  double rms = std::sqrt((9.0 + 16 + 0 + 25) / 4);
+  for (int i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(w[i] * x[i] / rms).epsilon(4e-3));
+  for (float v : y) CHECK(v == bf16_round(v));
+}
+
+TEST_CASE("RoPE: rotation then inverse returns the input (to bf16 precision)") {
+  RopeParams p;
+  p.rope_dim = 16;
+  p.base = 10000.0;
+  std::vector<float> c, s;
+  rope_table(rope_frequencies(p), 64, c, s);
+  std::vector<float> x(16), y;
+  for (int i = 0; i < 16; ++i) x[i] = bf16_round(0.1f * (i - 7));
+  for (long pos : {0L, 1L, 37L, 63L}) {
+    y = x;
+    rope_rotate(y.data(), &c[pos * 8], &s[pos * 8], 8, false);
+    rope_rotate(y.data(), &c[pos * 8], &s[pos * 8], 8, true);
+    for (int i = 0; i < 16; ++i) CHECK(y[i] == doctest::Approx(x[i]).epsilon(0.02).scale(0.01));
+    if (pos == 0)
+      for (int i = 0; i < 16; ++i) CHECK(y[i] == x[i]);  // angle 0 is the identity
+  }
+  SUBCASE("YaRN keeps the highest frequencies and divides the lowest by the factor") {
+    RopeParams q = p;
+    q.original_seq_len = 16;
+    q.factor = 4.0;
+    q.base = 160000.0;
+    auto plain = rope_frequencies({16, 160000.0, 0, 1.0, 32, 1});
+    auto yarn = rope_frequencies(q);
+    CHECK(yarn[0] == plain[0]);
+    CHECK(yarn[7] == doctest::Approx(plain[7] / 4.0f));
+  }
+}
+
+TEST_CASE("Sinkhorn: columns sum to one, pre in (0,1]+eps, post in (0,2)") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (int hc : {1, 2, 4, 8}) {
+    const int mix = (2 + hc) * hc;
+    std::vector<float> m(mix), base(mix), pre(hc), post(hc), comb(hc * hc);
+    for (auto& v : m) v = nd(rng);
+    for (auto& v : base) v = nd(rng);
+    float scale[3] = {0.7f, 1.1f, 1.3f};
+    hc_split_sinkhorn(m.data(), scale, base.data(), hc, 20, 1e-6f, pre.data(), post.data(), comb.data());
+    for (int j = 0; j < hc; ++j) {
+      float col = 0;
+      for (int i = 0; i < hc; ++i) col += comb[i * hc + j];
+      CHECK(col == doctest::Approx(1.0f).epsilon(1e-5));
+      CHECK(pre[j] > 0.0f);
+      CHECK(pre[j] <= 1.0f + 1e-6f);
+      CHECK(post[j] > 0.0f);
+      CHECK(post[j] < 2.0f);
+    }
+  }
+}
+
+TEST_CASE("top-k: descending, lower index first on ties, unreachable (-inf, high index) fills first") {
+  const float v[] = {0.5f, 2.0f, -1.0f, 2.0f, 0.7f};
+  int idx[3];
+  float val[3];
+  topk_row(v, 5, 3, idx, val);
+  CHECK(idx[0] == 1);
+  CHECK(idx[1] == 3);
+  CHECK(idx[2] == 4);
+  CHECK(val[2] == 0.7f);
+  const float w[] = {1.0f, -INFINITY, 3.0f, -INFINITY, -INFINITY};
+  int k4[4];
+  topk_row(w, 5, 4, k4, nullptr);
+  CHECK(k4[0] == 2);
+  CHECK(k4[1] == 0);
+  CHECK(k4[2] == 4);
+  CHECK(k4[3] == 3);
+  int32_t sel[4];
+  index_topk_row(w, 5, 4, 3, 10, sel);  // positions >= 3 unreachable -> -1, others + offset
+  CHECK(sel[0] == 10);
+  CHECK(sel[1] == 12);
+  CHECK(sel[2] == -1);
+  CHECK(sel[3] == -1);
+}
+
+TEST_CASE("candidate blocks: block maxima, the newest block pinned, -inf blocks dropped") {
+  // 7 positions in blocks of 2: block scores 5, 1, 9, 0(+pin: newest is position 6 -> block 3)
+  const float s[] = {5, 1, 0.5f, 1, 9, 2, 0};
+  float blocks[4];
+  int idx[2];
+  int32_t mask[7];
+  candidate_blocks_row(s, 7, 7, 2, 2, blocks, idx, mask);
+  const int32_t expect[] = {0, 0, 0, 0, 1, 1, 1};  // pinned block 3 and block 2 (9)
+  for (int i = 0; i < 7; ++i) CHECK(mask[i] == expect[i]);
+  const float none[] = {-INFINITY, -INFINITY, -INFINITY};
+  float b2[2];
+  int i2[2];
+  int32_t m2[3];
+  candidate_blocks_row(none, 3, 0, 2, 2, b2, i2, m2);
+  for (int32_t m : m2) CHECK(m == 0);
+}
+
+TEST_CASE("sparse attention with a sink: weights, -1 skipped, all-masked row is zero") {
+  // two keys, D = 2; scores 0 and 1 (scale 1); sink -inf-ish contributes nothing
+  const float q[] = {1.0f, 0.0f};
+  const float kv[] = {0.0f, 1.0f, 1.0f, 0.0f};
+  const int idx[] = {0, 1, -1};
+  float out[2];
+  sparse_attn_head(q, kv, 2, idx, 3, 2, -1e30f, 1.0f, out);
+  float p0 = 1.0f / (1.0f + std::exp(1.0f)), p1 = 1.0f - p0;
+  CHECK(out[0] == doctest::Approx(p1).epsilon(1e-2));
+  CHECK(out[1] == doctest::Approx(p0).epsilon(1e-2));
+  const int none[] = {-1, -1};
+  sparse_attn_head(q, kv, 2, none, 2, 2, 0.0f, 1.0f, out);
+  CHECK(out[0] == 0.0f);
+  CHECK(out[1] == 0.0f);
+}
+
+TEST_CASE("weight formats: bf16, fp8 32x32 blocks and fp4 per-32 dot products") {
+  const int K = 64;
+  std::vector<float> x(K);
+  for (int k = 0; k < K; ++k) x[k] = bf16_round(0.01f * (k - 30));
+  // fp8: codes all 1.0 (0x38), scales 2 for block 0 and 0.5 for block 1
+  std::vector<uint8_t> codes(K, e4m3_encode(1.0f));
+  std::vector<float> scales = {2.0f, 0.5f};
+  MatrixView v{WeightFormat::kFp8Block32, 1, K, codes.data(), scales.data()};
+  double expect = 0;
+  for (int k = 0; k < K; ++k) expect += x[k] * (k < 32 ? 2.0 : 0.5);
+  CHECK(v.dot(x.data(), 0) == doctest::Approx(expect).epsilon(1e-5));
+  // fp4: every value 1.5 (code 3), two per byte, scale 1 then 4
+  std::vector<uint8_t> packed(K / 2, 0x33);
+  std::vector<float> s4 = {1.0f, 4.0f};
+  MatrixView f{WeightFormat::kFp4Block32, 1, K, packed.data(), s4.data()};
+  expect = 0;
+  for (int k = 0; k < K; ++k) expect += x[k] * 1.5 * (k < 32 ? 1.0 : 4.0);
+  CHECK(f.dot(x.data(), 0) == doctest::Approx(expect).epsilon(1e-5));
+}
