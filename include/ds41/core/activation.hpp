@@ -4,13 +4,17 @@
 #pragma once
 #include "numeric.hpp"
 #include "reduce.hpp"
+#include "torch_math.hpp"
 
 namespace ds41 {
 
-DS41_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-DS41_HD float silu(float x) { return x / (1.0f + expf(-x)); }
+// exp and log1p go through double so that host and device round identically (see torch_math.hpp)
+DS41_HD float sigmoid(float x) { return 1.0f / (1.0f + exp_scalar(-x)); }
+DS41_HD float silu(float x) { return x / (1.0f + exp_scalar(-x)); }
 /// torch.nn.functional.softplus(beta=1, threshold=20): z itself above the threshold.
-DS41_HD float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+DS41_HD float softplus(float z) {
+  return z > 20.0f ? z : static_cast<float>(log1p(static_cast<double>(exp_scalar(z))));
+}
 DS41_HD float rsqrt_ref(float v) { return 1.0f / sqrtf(v); }
 
 /// Sum of squares of a row in float32 (each square rounded, then torch's summation order).

@@ -3,6 +3,7 @@
 // the value sum, the sink in the denominator only, -1 indices skipped, bf16 output.
 #pragma once
 #include "numeric.hpp"
+#include "torch_math.hpp"
 
 namespace ds41 {
 
@@ -30,13 +31,13 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
       bmax = fmaxf(bmax, s[t]);
     }
     float new_m = fmaxf(m, bmax);
-    float rescale = expf(m - new_m);
+    float rescale = exp_scalar(m - new_m);
     sum *= rescale;
     for (int d = 0; d < D; ++d) out[d] *= rescale;
     for (int t = 0; t < bn; ++t) {
       int r = idx[b0 + t];
       if (r < 0) continue;
-      float p = expf(s[t] - new_m);
+      float p = exp_scalar(s[t] - new_m);
       sum += p;
       float pb = bf16_round(p);
       const float* v = kv + static_cast<long>(r) * kv_stride;
@@ -44,7 +45,7 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
     }
     m = new_m;
   }
-  sum += expf(sink - m);
+  sum += exp_scalar(sink - m);
   for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / sum);
 }
 

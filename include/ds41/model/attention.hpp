@@ -27,7 +27,7 @@ class CompressedAttnT {
   };
 
   CompressedAttnT() = default;
-  CompressedAttnT(const ModelConfig& c, const WeightSet& w, int layer)
+  CompressedAttnT(const ModelConfig& c, const WeightSource& w, int layer)
       : layer_(layer), dim_(c.dim), H_(c.n_heads), D_(c.head_dim), rd_(c.rope_head_dim), qr_(c.q_lora_rank),
         G_(c.o_groups), R_(c.o_lora_rank), W_(c.window_size), ratio_(c.ratio(layer)),
         kv_source_(c.is_kv_source(layer)), index_source_(c.is_index_source(layer)),

@@ -25,7 +25,7 @@ class Block {
   using Buf = typename B::template Buffer<T>;
   using Attn = CompressedAttnT<B>;
 
-  Block(const ModelConfig& c, const WeightSet& w, int layer)
+  Block(const ModelConfig& c, const WeightSource& w, int layer)
       : layer_(layer), dim_(c.dim), hc_(c.hc_mult), eps_(static_cast<float>(c.norm_eps)),
         highway_(c, w, "layers." + std::to_string(layer) + "."), attn_(c, w, layer), moe_(c, w, layer) {
     const std::string p = "layers." + std::to_string(layer) + ".";

@@ -25,7 +25,7 @@ class CompressorT {
   };
 
   CompressorT() = default;
-  CompressorT(const ModelConfig& c, const WeightSet& w, const std::string& p, int ratio)
+  CompressorT(const ModelConfig& c, const WeightSource& w, const std::string& p, int ratio)
       : ratio_(ratio), dim_(c.dim), hd_(c.head_dim), eps_(static_cast<float>(c.norm_eps)) {
     wkv_ = load_matrix<B>(w, p + "wkv.weight", hd_, dim_);
     if (ratio_ > 1) wgate_ = load_matrix<B>(w, p + "wgate.weight", hd_, dim_);

@@ -80,9 +80,9 @@ template <class B>
 class ResidentTable {
  public:
   ResidentTable() = default;
-  ResidentTable(const WeightSet& w, const std::string& p, long rows, int head_dim) : rows_(rows), hd_(head_dim) {
-    const HostTensor& t = w.at(p + "embed.weight", {rows, head_dim});
-    const HostTensor& s = w.at(p + "embed.scale", {rows, head_dim / 32});
+  ResidentTable(const WeightSource& w, const std::string& p, long rows, int head_dim) : rows_(rows), hd_(head_dim) {
+    const HostTensor t = w.load(p + "embed.weight", {rows, head_dim});
+    const HostTensor s = w.load(p + "embed.scale", {rows, head_dim / 32});
     DS41_CHECK(t.format == WeightFormat::kFp8Block32 || t.format == WeightFormat::kF32,
                "engram table '", p, "embed.weight' has format ", format_name(t.format), ", expected fp8 codes");
     std::vector<uint8_t> codes(static_cast<size_t>(rows) * head_dim);
@@ -123,15 +123,15 @@ class EngramT {
   using Buf = typename B::template Buffer<T>;
 
   EngramT() = default;
-  EngramT(const ModelConfig& c, const WeightSet& w, int layer)
+  EngramT(const ModelConfig& c, const WeightSource& w, int layer)
       : layer_(layer), slot_(c.engram_slot(layer)), hc_(c.hc_mult), dim_(c.dim), cols_(c.engram_cols()),
         hd_(c.engram_head_dim), n_layers_(c.n_engram_layers()), eps_(static_cast<float>(c.norm_eps)) {
     const std::string p = "layers." + std::to_string(layer) + ".engram.";
     table_ = Table(w, p, c.engram_num_embeddings.at(slot_), hd_);
     wkv_ = load_matrix<B>(w, p + "wkv.weight", static_cast<long>(dim_) * (hc_ + 1), static_cast<long>(cols_) * hd_);
     // q_weight and k_weight are only ever used as their float32 product
-    std::vector<float> q = w.at(p + "q_weight", {hc_, dim_}).to_f32();
-    std::vector<float> k = w.at(p + "k_weight", {hc_, dim_}).to_f32();
+    std::vector<float> q = w.load(p + "q_weight", {hc_, dim_}).to_f32();
+    std::vector<float> k = w.load(p + "k_weight", {hc_, dim_}).to_f32();
     for (size_t i = 0; i < q.size(); ++i) q[i] = q[i] * k[i];
     qk_ = upload_f32<B>(q);
   }

@@ -27,7 +27,7 @@ class HighwayT {
   };
 
   HighwayT() = default;
-  HighwayT(const ModelConfig& c, const WeightSet& w, const std::string& p)
+  HighwayT(const ModelConfig& c, const WeightSource& w, const std::string& p)
       : hc_(c.hc_mult), dim_(c.dim), iters_(c.hc_sinkhorn_iters),
         hc_eps_(static_cast<float>(c.hc_eps)), norm_eps_(static_cast<float>(c.norm_eps)) {
     attn_ = load(c, w, p, "attn");
@@ -97,7 +97,7 @@ class HighwayT {
   }
 
  private:
-  static MixWeights load(const ModelConfig& c, const WeightSet& w, const std::string& p, const char* which) {
+  static MixWeights load(const ModelConfig& c, const WeightSource& w, const std::string& p, const char* which) {
     const long mix = c.mix_hc();
     MixWeights m;
     m.fn = load_matrix<B>(w, p + "hc_" + which + "_fn", mix, static_cast<long>(c.hc_mult) * c.dim);

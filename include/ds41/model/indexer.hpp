@@ -24,7 +24,7 @@ class IndexerT {
   };
 
   IndexerT() = default;
-  IndexerT(const ModelConfig& c, const WeightSet& w, const std::string& p, int layer)
+  IndexerT(const ModelConfig& c, const WeightSource& w, const std::string& p, int layer)
       : layer_(layer), owns_k_(c.is_kv_source(layer)), ratio_(c.ratio(layer)), dim_(c.dim), hd_(c.head_dim),
         heads_(c.index_n_heads), idim_(c.index_head_dim), rd_(c.rope_head_dim), topk_(c.index_topk),
         is_cand_src_(c.is_candidate_source(layer)), uses_cand_(c.uses_candidates(layer)),

@@ -23,9 +23,9 @@ class Model {
   using Buf = typename B::template Buffer<T>;
   using BlockT = Block<B, ExpertStore, Table>;
 
-  Model(const ModelConfig& c, const WeightSet& w) : cfg_(c) {
+  Model(const ModelConfig& c, const WeightSource& w) : cfg_(c) {
     cfg_.validate();
-    const HostTensor& emb = w.at("embed.weight", {c.vocab_size, c.dim});
+    const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim});
     DS41_CHECK(emb.format == WeightFormat::kBF16 || emb.format == WeightFormat::kF32, "weights: 'embed.weight' has format ",
                format_name(emb.format), ", expected bf16 or f32");
     embed_ = Matrix<B>(emb);

@@ -28,7 +28,7 @@ template <class B>
 class ResidentExperts {
  public:
   ResidentExperts() = default;
-  ResidentExperts(const ModelConfig& c, const WeightSet& w, int layer) {
+  ResidentExperts(const ModelConfig& c, const WeightSource& w, int layer) {
     const std::string p = "layers." + std::to_string(layer) + ".ffn.experts.";
     experts_.resize(c.n_routed_experts);
     for (int e = 0; e < c.n_routed_experts; ++e) {
@@ -53,7 +53,7 @@ class MoeT {
   using Buf = typename B::template Buffer<T>;
 
   MoeT() = default;
-  MoeT(const ModelConfig& c, const WeightSet& w, int layer)
+  MoeT(const ModelConfig& c, const WeightSource& w, int layer)
       : dim_(c.dim), inter_(c.moe_inter_dim), E_(c.n_routed_experts), K_(c.n_activated_experts),
         score_func_(c.score_func), gate_temp_(static_cast<float>(c.gate_temp)), norm_topk_(c.norm_topk_prob),
         route_scale_(static_cast<float>(c.route_scale)), limit_(static_cast<float>(c.swiglu_limit)),
@@ -89,8 +89,8 @@ class MoeT {
         if (sf == ScoreFunc::kSoftmax) {
           float mx = -INFINITY, sum = 0.0f;
           for (int e = 0; e < E; ++e) mx = fmaxf(mx, s[e] / temp);
-          for (int e = 0; e < E; ++e) sum += expf(s[e] / temp - mx);
-          for (int e = 0; e < E; ++e) s[e] = expf(s[e] / temp - mx) / sum;
+          for (int e = 0; e < E; ++e) sum += exp_scalar(s[e] / temp - mx);
+          for (int e = 0; e < E; ++e) s[e] = exp_scalar(s[e] / temp - mx) / sum;
         } else {
           for (int e = 0; e < E; ++e) {
             float z = s[e] / temp;

@@ -77,19 +77,36 @@ struct HostTensor {
   }
 };
 
-/// Every parameter of a model by its reference (state_dict) name.
-class WeightSet {
+/// Where a model's parameters come from, by their reference (state_dict) names: an in-memory
+/// WeightSet (goldens, tests) or a file-backed source (GGUF shards). Components ask for each
+/// tensor once, with the shape they expect.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  /// The tensor `name`, which must have exactly `shape`; throws ds41::Error naming the tensor
+  /// when it is missing or shaped otherwise.
+  virtual HostTensor load(const std::string& name, const std::vector<long>& shape) const = 0;
+
+ protected:
+  static void check_shape(const std::string& name, const std::vector<long>& have, const std::vector<long>& want) {
+    DS41_CHECK(have == want, "weights: tensor '", name, "' has shape ", shape_str({have.begin(), have.end()}),
+               ", expected ", shape_str({want.begin(), want.end()}));
+  }
+};
+
+/// Every parameter held in memory.
+class WeightSet : public WeightSource {
  public:
   void put(const std::string& name, HostTensor t) { map_[name] = std::move(t); }
-  bool has(const std::string& name) const { return map_.count(name) != 0; }
-  /// The tensor `name`, which must have exactly `shape`.
+  bool has(const std::string& name) const override { return map_.count(name) != 0; }
+  HostTensor load(const std::string& name, const std::vector<long>& shape) const override { return at(name, shape); }
+  /// The tensor `name` by reference, which must have exactly `shape`.
   const HostTensor& at(const std::string& name, const std::vector<long>& shape) const {
     auto it = map_.find(name);
     DS41_CHECK(it != map_.end(), "weights: missing tensor '", name, "' (expected shape ",
                shape_str({shape.begin(), shape.end()}), ")");
-    DS41_CHECK(it->second.shape == shape, "weights: tensor '", name, "' has shape ",
-               shape_str({it->second.shape.begin(), it->second.shape.end()}), ", expected ",
-               shape_str({shape.begin(), shape.end()}));
+    check_shape(name, it->second.shape, shape);
     return it->second;
   }
   const std::map<std::string, HostTensor>& all() const { return map_; }
@@ -135,13 +152,13 @@ typename B::template Buffer<float> upload_f32(const std::vector<float>& h) {
 }
 
 template <class B>
-typename B::template Buffer<float> upload_vector(const WeightSet& w, const std::string& name, long n) {
-  return upload_f32<B>(w.at(name, {n}).to_f32());
+typename B::template Buffer<float> upload_vector(const WeightSource& w, const std::string& name, long n) {
+  return upload_f32<B>(w.load(name, {n}).to_f32());
 }
 
 template <class B>
-Matrix<B> load_matrix(const WeightSet& w, const std::string& name, long rows, long cols) {
-  return Matrix<B>(w.at(name, {rows, cols}));
+Matrix<B> load_matrix(const WeightSource& w, const std::string& name, long rows, long cols) {
+  return Matrix<B>(w.load(name, {rows, cols}));
 }
 
 }  // namespace ds41
