@@ -1,0 +1,382 @@
+// ds41/io/gguf_model.hpp — a DeepSeek-V4.1 model in GGUF: the deepseek41.* metadata ↔
+// ModelConfig, GGUF tensor types ↔ the library's HostTensor formats, GgufWeights (a file-backed
+// WeightSource), and write_model (any WeightSource → GGUF shards).
+//
+// Keys and tensor names follow llama.cpp's deepseek41 architecture; where it has no key for a
+// field the reference needs, a deepseek41.* key in the same style is used (docs/GGUF.md).
+// Float fields are written as f64 so the reference's double values survive; f32 is read too.
+#pragma once
+#include <string>
+#include <vector>
+#include "../model/config.hpp"
+#include "../model/weights.hpp"
+#include "gguf_names.hpp"
+#include "gguf_writer.hpp"
+
+namespace ds41::gguf {
+
+inline constexpr const char* kArch = "deepseek41";
+inline std::string key(const char* k) { return std::string(kArch) + "." + k; }
+
+// llama.cpp: LLAMA_EXPERT_GATING_FUNC_TYPE_{SOFTMAX=1, SIGMOID=2, SOFTMAX_WEIGHT=3, SQRTSOFTPLUS=4}
+inline uint32_t gating_func_id(ScoreFunc f) { return f == ScoreFunc::kSoftmax ? 1 : f == ScoreFunc::kSigmoid ? 2 : 4; }
+
+// ------------------------------------------------------------------------------------ metadata
+inline void write_config(GgufWriter& w, const ModelConfig& c) {
+  auto u32 = [&](const char* k, long v) { w.set(key(k), Value::u32(static_cast<uint32_t>(v))); };
+  auto i32 = [&](const char* k, long v) { w.set(key(k), Value::i32(static_cast<int32_t>(v))); };
+  auto f64 = [&](const char* k, double v) { w.set(key(k), Value::f64(v)); };
+  auto i32s = [&](const char* k, const std::vector<int>& v) { w.set(key(k), Value::int_array(ValueType::kI32, v)); };
+  w.set("general.architecture", Value::string(kArch));
+  u32("context_length", c.max_seq_len);
+  u32("vocab_size", c.vocab_size);
+  u32("embedding_length", c.dim);
+  u32("block_count", c.n_layers);
+  u32("attention.head_count", c.n_heads);
+  u32("expert_count", c.n_routed_experts);
+  u32("expert_shared_count", c.n_shared_experts);
+  u32("expert_used_count", c.n_activated_experts);
+  u32("expert_feed_forward_length", c.moe_inter_dim);
+  u32("expert_gating_func", gating_func_id(c.score_func));
+  f64("expert_gating_temperature", c.gate_temp);
+  w.set(key("expert_weights_norm"), Value::boolean(c.norm_topk_prob));
+  f64("expert_weights_scale", c.route_scale);
+  std::vector<Value> clamp(c.n_layers, Value::f64(c.swiglu_limit));  // llama.cpp: one per layer
+  w.set(key("swiglu_clamp_exp"), Value::array(ValueType::kF64, clamp));
+  u32("attention.q_lora_rank", c.q_lora_rank);
+  u32("attention.key_length", c.head_dim);
+  u32("attention.value_length", c.head_dim);
+  u32("rope.dimension_count", c.rope_head_dim);
+  f64("attention.layer_norm_rms_epsilon", c.norm_eps);
+  u32("attention.output_group_count", c.o_groups);
+  u32("attention.output_lora_rank", c.o_lora_rank);
+  u32("attention.sliding_window", c.window_size);
+  i32s("attention.compress_ratios", c.compress_ratios);
+  i32s("attention.kv_source_layer_ids", c.kv_source_layers);
+  i32s("attention.index_source_layer_ids", c.index_source_layers);
+  f64("attention.compress_rope_freq_base", c.compress_rope_theta);
+  u32("rope.scaling.original_context_length", c.original_seq_len);
+  f64("rope.freq_base", c.rope_theta);
+  f64("rope.scaling.factor", c.rope_factor);
+  f64("rope.scaling.yarn_beta_fast", c.beta_fast);
+  f64("rope.scaling.yarn_beta_slow", c.beta_slow);
+  u32("attention.indexer.head_count", c.index_n_heads);
+  u32("attention.indexer.key_length", c.index_head_dim);
+  u32("attention.indexer.top_k", c.index_topk);
+  i32("attention.candidate_source_layer_id", c.candidate_source_layer);
+  u32("attention.candidate_top_k_blocks", c.candidate_topk_blocks);
+  u32("attention.candidate_block_size", c.candidate_block_size);
+  u32("hyper_connection.count", c.hc_mult);
+  u32("hyper_connection.sinkhorn_iterations", c.hc_sinkhorn_iters);
+  f64("hyper_connection.epsilon", c.hc_eps);
+  i32s("engram.layer_ids", c.engram_layer_ids);
+  u32("engram.head_count", c.engram_n_heads);
+  u32("engram.key_length", c.engram_head_dim);
+  u32("engram.max_ngram_size", c.engram_max_ngram_size);
+  u32("engram.pad_id", c.engram.pad_id);  // compressed id, as llama.cpp expects
+  u32("engram.pad_token_id", c.engram_pad_id);
+  u32("engram.compressed_vocab_size", c.engram_compressed_vocab_size);
+  w.set(key("engram.token_map"), Value::int_array(ValueType::kI32, c.engram.token_map));
+  auto u64s = [&](const char* k, const std::vector<int64_t>& v) {
+    std::vector<Value> items;
+    for (int64_t x : v) items.push_back(Value::u64(static_cast<uint64_t>(x)));
+    w.set(key(k), Value::array(ValueType::kU64, std::move(items)));
+  };
+  u64s("engram.multipliers", c.engram.multipliers);
+  u64s("engram.primes", c.engram.primes);
+  u64s("engram.offsets", c.engram.offsets);
+}
+
+/// Typed reads of the first shard's metadata; errors name the file and the key.
+class MetaReader {
+ public:
+  explicit MetaReader(const GgufFile& f) : f_(f) {}
+  const Value& req(const std::string& k) const {
+    const Value* v = f_.find(k);
+    DS41_CHECK(v, "gguf ", f_.path(), ": missing key '", k, "'");
+    return *v;
+  }
+  int64_t integer(const std::string& k) const { return int_of(req(k), k); }
+  double real(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kF32 || v.type == ValueType::kF64, "gguf ", f_.path(), ": key '", k,
+               "' has type ", value_type_name(v.type), ", expected f32 or f64");
+    return v.as_f64();
+  }
+  bool boolean(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kBool, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected bool");
+    return v.bits != 0;
+  }
+  std::string str(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kString, "gguf ", f_.path(), ": key '", k, "' has type ",
+               value_type_name(v.type), ", expected string");
+    return v.str;
+  }
+  /// Integer array as 64-bit integers (u64 elements above 2^63 are refused, never rounded).
+  std::vector<int64_t> ints(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kArray, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected an array of integers");
+    std::vector<int64_t> out;
+    out.reserve(v.arr.size());
+    for (size_t i = 0; i < v.arr.size(); ++i) out.push_back(int_of(v.arr[i], k + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+  double real_or_first(const std::string& k) const {  // scalar, or an array holding one value per layer
+    const Value& v = req(k);
+    if (v.type != ValueType::kArray) return real(k);
+    DS41_CHECK(!v.arr.empty() && (v.elem == ValueType::kF32 || v.elem == ValueType::kF64), "gguf ", f_.path(),
+               ": key '", k, "' is not a float or a non-empty float array");
+    for (const Value& e : v.arr)
+      DS41_CHECK(e.as_f64() == v.arr[0].as_f64(), "gguf ", f_.path(), ": key '", k,
+                 "' differs between layers; this library takes one value");
+    return v.arr[0].as_f64();
+  }
+
+ private:
+  int64_t int_of(const Value& v, const std::string& k) const {
+    DS41_CHECK(v.is_int(), "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected an integer");
+    DS41_CHECK(v.type != ValueType::kU64 || v.bits <= static_cast<uint64_t>(INT64_MAX), "gguf ", f_.path(), ": key '",
+               k, "' = ", v.bits, " does not fit a signed 64-bit integer");
+    return v.as_i64();
+  }
+  const GgufFile& f_;
+};
+
+inline ModelConfig read_config(const GgufShards& s) {
+  MetaReader m(s.meta());
+  const std::string arch = m.str("general.architecture");
+  DS41_CHECK(arch == kArch, "gguf ", s.path(), ": 'general.architecture' = \"", arch, "\", expected \"", kArch, "\"");
+  auto I = [&](const char* k) { return static_cast<int>(m.integer(key(k))); };
+  auto D = [&](const char* k) { return m.real(key(k)); };
+  auto ints = [&](const char* k) {
+    std::vector<int> out;
+    for (int64_t x : m.ints(key(k))) out.push_back(static_cast<int>(x));
+    return out;
+  };
+  ModelConfig c;
+  c.max_seq_len = m.integer(key("context_length"));
+  c.vocab_size = m.integer(key("vocab_size"));
+  c.dim = I("embedding_length");
+  c.n_layers = I("block_count");
+  c.n_heads = I("attention.head_count");
+  c.n_routed_experts = I("expert_count");
+  c.n_shared_experts = I("expert_shared_count");
+  c.n_activated_experts = I("expert_used_count");
+  c.moe_inter_dim = I("expert_feed_forward_length");
+  const int gf = I("expert_gating_func");
+  DS41_CHECK(gf == 1 || gf == 2 || gf == 4, "gguf ", s.path(), ": key '", key("expert_gating_func"), "' = ", gf,
+             " is not softmax (1), sigmoid (2) or sqrtsoftplus (4)");
+  c.score_func = gf == 1 ? ScoreFunc::kSoftmax : gf == 2 ? ScoreFunc::kSigmoid : ScoreFunc::kSqrtSoftplus;
+  c.gate_temp = D("expert_gating_temperature");
+  c.norm_topk_prob = m.boolean(key("expert_weights_norm"));
+  c.route_scale = D("expert_weights_scale");
+  c.swiglu_limit = m.real_or_first(key("swiglu_clamp_exp"));
+  c.q_lora_rank = I("attention.q_lora_rank");
+  c.head_dim = I("attention.key_length");
+  c.rope_head_dim = I("rope.dimension_count");
+  c.norm_eps = D("attention.layer_norm_rms_epsilon");
+  c.o_groups = I("attention.output_group_count");
+  c.o_lora_rank = I("attention.output_lora_rank");
+  c.window_size = I("attention.sliding_window");
+  c.compress_ratios = ints("attention.compress_ratios");
+  c.kv_source_layers = ints("attention.kv_source_layer_ids");
+  c.index_source_layers = ints("attention.index_source_layer_ids");
+  c.compress_rope_theta = D("attention.compress_rope_freq_base");
+  c.original_seq_len = m.integer(key("rope.scaling.original_context_length"));
+  c.rope_theta = D("rope.freq_base");
+  c.rope_factor = D("rope.scaling.factor");
+  c.beta_fast = D("rope.scaling.yarn_beta_fast");
+  c.beta_slow = D("rope.scaling.yarn_beta_slow");
+  c.index_n_heads = I("attention.indexer.head_count");
+  c.index_head_dim = I("attention.indexer.key_length");
+  c.index_topk = I("attention.indexer.top_k");
+  c.candidate_source_layer = I("attention.candidate_source_layer_id");
+  c.candidate_topk_blocks = I("attention.candidate_top_k_blocks");
+  c.candidate_block_size = I("attention.candidate_block_size");
+  c.hc_mult = I("hyper_connection.count");
+  c.hc_sinkhorn_iters = I("hyper_connection.sinkhorn_iterations");
+  c.hc_eps = D("hyper_connection.epsilon");
+  c.engram_layer_ids = ints("engram.layer_ids");
+  c.engram_n_heads = I("engram.head_count");
+  c.engram_head_dim = I("engram.key_length");
+  c.engram_max_ngram_size = I("engram.max_ngram_size");
+  c.engram_pad_id = m.integer(key("engram.pad_token_id"));
+  c.engram_compressed_vocab_size = m.integer(key("engram.compressed_vocab_size"));
+  c.engram.pad_id = m.integer(key("engram.pad_id"));
+  for (int64_t t : m.ints(key("engram.token_map"))) c.engram.token_map.push_back(static_cast<int32_t>(t));
+  c.engram.multipliers = m.ints(key("engram.multipliers"));
+  c.engram.primes = m.ints(key("engram.primes"));
+  c.engram.offsets = m.ints(key("engram.offsets"));
+  for (int l : c.engram_layer_ids) {  // table sizes come from the tensors, as in llama.cpp
+    const std::string n = blk(l, "engram_embd.weight");
+    const TensorInfo* t = s.find(n);
+    DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", n, "' for engram layer ", l);
+    c.engram_num_embeddings.push_back(static_cast<long>(t->shape()[0]));
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail("gguf ", s.path(), ": ", e.what());
+  }
+  return c;
+}
+
+// ------------------------------------------------------------------------------------ tensors
+/// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats.
+inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape, const uint8_t* p, uint64_t n,
+                                Part part, const std::string& what) {
+  HostTensor t;
+  t.shape = shape;
+  const long count = t.numel();
+  const long cols = shape.empty() ? 1 : shape.back(), rows = count / std::max(1L, cols);
+  auto floats = [&](auto&& f) {
+    std::vector<float> v(count);
+    for (long i = 0; i < count; ++i) v[i] = f(i);
+    return HostTensor::from_f32(shape, v);
+  };
+  DS41_CHECK(n == tensor_bytes(type, {shape.rbegin(), shape.rend()}, what), what, ": ", n, " bytes do not hold a ",
+             tensor_type_name(type), " tensor of shape ", shape_str({shape.begin(), shape.end()}));
+  if (part == Part::kEngramCodes || part == Part::kEngramScales) {
+    DS41_CHECK(type == TensorType::kDs41Fp8Row && shape.size() == 2, what, ": engram table has type ",
+               tensor_type_name(type), ", expected DS41_FP8_ROW");
+    const long nb = cols / 32, rb = cols + nb;
+    if (part == Part::kEngramCodes) {
+      t.format = WeightFormat::kFp8Block32;  // codes only; EngramT reads the scales from ".scale"
+      t.payload.resize(static_cast<size_t>(count));
+      for (long r = 0; r < rows; ++r) std::memcpy(&t.payload[r * cols], p + r * rb, cols);
+      return t;
+    }
+    std::vector<float> s(static_cast<size_t>(rows) * nb);
+    for (long r = 0; r < rows; ++r)
+      for (long b = 0; b < nb; ++b) s[r * nb + b] = e8m0_to_f32(p[r * rb + cols + b]);
+    return HostTensor::from_f32({rows, nb}, s);
+  }
+  switch (type) {
+    case TensorType::kF32: t.format = WeightFormat::kF32; t.payload.assign(p, p + n); return t;
+    case TensorType::kBF16: t.format = WeightFormat::kBF16; t.payload.assign(p, p + n); return t;
+    case TensorType::kF16:
+      return floats([&](long i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return f16_to_f32(h); });
+    case TensorType::kQ8_0:  // d·q is exact in float32 (11-bit by 8-bit significands)
+      return floats([&](long i) {
+        const uint8_t* b = p + (i / 32) * 34;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        return f16_to_f32(d) * static_cast<float>(static_cast<int8_t>(b[2 + i % 32]));
+      });
+    case TensorType::kMXFP4: {
+      DS41_CHECK(shape.size() == 2, what, ": MXFP4 is read as a matrix, got shape ", shape_str({shape.begin(), shape.end()}));
+      t.format = WeightFormat::kFp4Block32;
+      t.payload.assign(static_cast<size_t>(count / 2), 0);
+      t.scales.resize(static_cast<size_t>(count / 32));
+      for (long blk = 0; blk < count / 32; ++blk) {
+        const uint8_t* b = p + blk * 17;
+        DS41_CHECK(b[0] != 255, what, ": MXFP4 block ", blk, " has the NaN scale 0xFF");
+        t.scales[blk] = e8m0_to_f32(b[0]);
+        for (int j = 0; j < 32; ++j) {  // ggml: element j in qs[j%16], low nibble for j < 16
+          uint8_t code = j < 16 ? (b[1 + j] & 0xF) : (b[1 + j - 16] >> 4);
+          long k = blk * 32 + j;
+          t.payload[k / 2] |= static_cast<uint8_t>((k & 1) ? code << 4 : code);
+        }
+      }
+      return t;
+    }
+    case TensorType::kDs41Fp8Block32: {
+      t.format = WeightFormat::kFp8Block32;
+      t.payload.assign(p, p + count);
+      t.scales.resize((n - count) / 4);
+      std::memcpy(t.scales.data(), p + count, t.scales.size() * 4);
+      return t;
+    }
+    case TensorType::kDs41Fp8Row: fail(what, ": DS41_FP8_ROW holds engram tables only");
+  }
+  fail(what, ": unknown tensor type");
+}
+
+/// float32 values → F32 / F16 / BF16 / Q8_0 bytes (Q8_0 quantises: d = amax/127 as f16).
+inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorType type) {
+  std::vector<uint8_t> out;
+  auto put16 = [&](uint16_t h) { out.push_back(h & 0xFF); out.push_back(h >> 8); };
+  switch (type) {
+    case TensorType::kF32: out.resize(v.size() * 4); if (!v.empty()) std::memcpy(out.data(), v.data(), out.size()); break;
+    case TensorType::kF16: for (float x : v) put16(f32_to_f16(x)); break;
+    case TensorType::kBF16: for (float x : v) put16(bf16_bits(x)); break;
+    case TensorType::kQ8_0:
+      DS41_CHECK(v.size() % 32 == 0, "gguf: Q8_0 needs a multiple of 32 values, got ", v.size());
+      for (size_t b = 0; b < v.size(); b += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b + j]));
+        const uint16_t dh = f32_to_f16(amax / 127.0f);
+        const float d = f16_to_f32(dh);
+        put16(dh);
+        for (int j = 0; j < 32; ++j)
+          out.push_back(static_cast<uint8_t>(static_cast<int8_t>(d ? std::max(-127.0f, std::min(127.0f, std::nearbyint(v[b + j] / d))) : 0)));
+      }
+      break;
+    default: fail("gguf: encode_values cannot write type ", tensor_type_name(type));
+  }
+  return out;
+}
+
+/// A HostTensor in its own format → GGUF bytes and type (f32, bf16, fp4 → MXFP4, fp8 → DS41_FP8_BLOCK32).
+inline std::pair<TensorType, std::vector<uint8_t>> encode_tensor(const HostTensor& t, const std::string& what) {
+  switch (t.format) {
+    case WeightFormat::kF32: return {TensorType::kF32, t.payload};
+    case WeightFormat::kBF16: return {TensorType::kBF16, t.payload};
+    case WeightFormat::kFp8Block32: {
+      std::vector<uint8_t> out = t.payload;
+      const size_t at = out.size();
+      out.resize(at + t.scales.size() * 4);
+      std::memcpy(out.data() + at, t.scales.data(), t.scales.size() * 4);
+      return {TensorType::kDs41Fp8Block32, out};
+    }
+    case WeightFormat::kFp4Block32: {
+      const long count = t.numel();
+      DS41_CHECK(count % 32 == 0 && static_cast<long>(t.scales.size()) == count / 32, what,
+                 ": fp4 tensor needs one scale per 32 values");
+      std::vector<uint8_t> out(static_cast<size_t>(count / 32) * 17, 0);
+      for (long blk = 0; blk < count / 32; ++blk) {
+        uint8_t* b = &out[blk * 17];
+        DS41_CHECK(f32_to_e8m0(t.scales[blk], &b[0]), what, ": fp4 block scale ", t.scales[blk],
+                   " is not a power of two, MXFP4 cannot hold it");
+        for (int j = 0; j < 32; ++j) {
+          long k = blk * 32 + j;
+          uint8_t code = (t.payload[k / 2] >> ((k & 1) * 4)) & 0xF;
+          b[1 + j % 16] |= static_cast<uint8_t>(j < 16 ? code : code << 4);
+        }
+      }
+      return {TensorType::kMXFP4, out};
+    }
+  }
+  fail(what, ": unknown format");
+}
+
+/// Engram table rows (codes as kFp8Block32 payload or e4m3 values in f32) and their pow2 scales
+/// [rows, hd/32] → DS41_FP8_ROW bytes.
+inline std::vector<uint8_t> encode_engram_rows(const HostTensor& codes, const HostTensor& scales, const std::string& what) {
+  const long rows = codes.shape.at(0), hd = codes.shape.at(1), nb = hd / 32;
+  DS41_CHECK(hd % 32 == 0 && scales.numel() == rows * nb, what, ": engram scales do not match the table");
+  std::vector<uint8_t> c(static_cast<size_t>(rows * hd));
+  if (codes.format == WeightFormat::kF32) {
+    std::vector<float> v = codes.to_f32();
+    for (size_t i = 0; i < v.size(); ++i) c[i] = e4m3_encode(v[i]);
+  } else {
+    DS41_CHECK(codes.format == WeightFormat::kFp8Block32, what, ": engram table has format ", format_name(codes.format));
+    c = codes.payload;
+  }
+  std::vector<float> s = scales.to_f32();
+  std::vector<uint8_t> out(static_cast<size_t>(rows * (hd + nb)));
+  for (long r = 0; r < rows; ++r) {
+    std::memcpy(&out[r * (hd + nb)], &c[r * hd], hd);
+    for (long b = 0; b < nb; ++b)
+      DS41_CHECK(f32_to_e8m0(s[r * nb + b], &out[r * (hd + nb) + hd + b]), what, ": engram scale ", s[r * nb + b],
+                 " (row ", r, ") is not a power of two");
+  }
+  return out;
+}
+
+}  // namespace ds41::gguf
