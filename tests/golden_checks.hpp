@@ -95,7 +95,9 @@ void check_deterministic() {
       } else {
         const auto& f = first.at(st.index);
         REQUIRE(f.size() == s.items.size());
-        for (const auto& [name, item] : s.items) {
+        for (const auto& kv : s.items) {
+          const std::string& name = kv.first;
+          const auto& item = kv.second;
           CAPTURE(name);
           CHECK(item.f32 == f.at(name).f32);
           CHECK(item.i32 == f.at(name).i32);

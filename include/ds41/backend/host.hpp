@@ -2,14 +2,19 @@
 //
 // The backend vocabulary every component uses (the CUDA backend offers the same names):
 //   Buffer<T>, alloc<T>(n), upload/download/copy, for_each(n, f), linear(...), sync().
-// Components never touch threads or CUDA directly.
+// Components never touch threads or CUDA directly. Linear runs the vectorised, multi-threaded
+// kernels of host_gemv.hpp (bit-identical to MatrixView::dot); for_each splits its items over the
+// same thread pool (host_threads.hpp) when there are enough of them.
 #pragma once
 #include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
 #include "../core/linear_math.hpp"
+#include "../core/topk.hpp"
 #include "host_buffer.hpp"
+#include "host_gemv.hpp"
+#include "host_threads.hpp"
 
 namespace ds41 {
 
@@ -44,20 +49,31 @@ struct HostBackend {
   }
   static void sync() {}
 
-  /// f(i) for i in [0, n). Work items are independent.
+  /// Below this many items for_each stays on the calling thread (waking the pool costs ~10 us).
+  static constexpr long kParallelForEachMinItems = 64;
+
+  /// f(i) for i in [0, n). Work items are independent, so they may run on any thread in any order.
   template <class F>
   static void for_each(long n, F f) {
-    for (long i = 0; i < n; ++i) f(i);
+    HostThreadPool& pool = HostThreadPool::global();
+    if (n < kParallelForEachMinItems || pool.threads() == 1) {
+      for (long i = 0; i < n; ++i) f(i);
+      return;
+    }
+    pool.run(n, std::max(1L, n / (8L * pool.threads())), [&](long begin, long end) {
+      for (long i = begin; i < end; ++i) f(i);
+    });
+  }
+
+  /// idx[r, 0..k) = the k best columns of v[r, 0..n), best first (topk_before's order).
+  static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
+    for_each(rows, [=](long r) { topk_row(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), nullptr); });
   }
 
   /// y[r, n] = round(x[r, :] · W[n, :]) for r < rows, n < W.rows.
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
                      OutRound round) {
-    for (long r = 0; r < rows; ++r) {
-      const float* xr = x + r * x_stride;
-      float* yr = y + r * y_stride;
-      for (int n = 0; n < w.rows; ++n) yr[n] = apply_round(w.dot(xr, n), round);
-    }
+    host_gemv::linear(x, rows, x_stride, w, y, y_stride, round, HostThreadPool::global());
   }
 };
 

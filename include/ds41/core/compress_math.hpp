@@ -60,13 +60,19 @@ DS41_HD void candidate_blocks_row(const float* score, int n, long compress_len, 
   }
 }
 
+/// The second half of the indexer's selection, given the top-k positions of a row (any order):
+/// re-sort into position order, positions at or beyond compress_len → -1, the rest + offset.
+DS41_HD void index_topk_finish(int32_t* sel, int k, long compress_len, long offset) {
+  int* idx = reinterpret_cast<int*>(sel);
+  sort_ascending(idx, k);
+  for (int i = 0; i < k; ++i) sel[i] = idx[i] < compress_len ? static_cast<int32_t>(idx[i] + offset) : -1;
+}
+
 /// The indexer's selection for one query row: top-k of `score` (k <= n), re-sorted into position
 /// order, positions at or beyond compress_len → -1, the rest shifted by `offset` (window rows).
 DS41_HD void index_topk_row(const float* score, int n, int k, long compress_len, long offset, int32_t* out) {
-  int* idx = reinterpret_cast<int*>(out);
-  topk_row(score, n, k, idx, nullptr);
-  sort_ascending(idx, k);
-  for (int i = 0; i < k; ++i) out[i] = idx[i] < compress_len ? static_cast<int32_t>(idx[i] + offset) : -1;
+  topk_row(score, n, k, reinterpret_cast<int*>(out), nullptr);
+  index_topk_finish(out, k, compress_len, offset);
 }
 
 }  // namespace ds41

@@ -6,9 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <cmath>
-#if !defined(__CUDA_ARCH__)
-#include <bit>
-#endif
+#include <cstring>
 #include "macros.hpp"
 
 namespace ds41 {
@@ -17,7 +15,9 @@ DS41_HD uint32_t f32_bits(float f) {
 #if DS41_DEVICE_CODE
   return __float_as_uint(f);
 #else
-  return std::bit_cast<uint32_t>(f);
+  uint32_t b;  // memcpy rather than std::bit_cast: nvcc's front end lacks the builtin behind it
+  std::memcpy(&b, &f, sizeof b);
+  return b;
 #endif
 }
 
@@ -25,7 +25,9 @@ DS41_HD float bits_f32(uint32_t b) {
 #if DS41_DEVICE_CODE
   return __uint_as_float(b);
 #else
-  return std::bit_cast<float>(b);
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
 #endif
 }
 

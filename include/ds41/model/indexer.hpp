@@ -130,9 +130,10 @@ class IndexerT {
     const long k = topk_ < nk ? topk_ : nk;
     out = B::template alloc<int32_t>(static_cast<size_t>(T) * (k > 0 ? k : 1));
     int32_t* po = out.data();
+    if (k > 0) B::topk_rows(ps, T, static_cast<int>(nk), static_cast<int>(k), po);
     B::for_each(T, [=] DS41_LAMBDA(long t) {
       long cl = prefill ? (t + 1) / r : end / r;
-      index_topk_row(ps + t * nk, static_cast<int>(nk), static_cast<int>(k), cl, offset, po + t * k);
+      index_topk_finish(po + t * k, static_cast<int>(k), cl, offset);
     });
     return k;
   }

@@ -72,6 +72,18 @@ class Model {
   /// Free everything the sequence in flight holds.
   void release() { seq_.reset(); }
 
+  /// Rows of the embedding table for token ids (on the backend): out[t, :] = E[ids[t], :].
+  static void embed_rows(const MatrixView ev, const int32_t* ids, long T, int dim, float* out) {
+    DS41_CHECK(ev.format == WeightFormat::kBF16 || ev.format == WeightFormat::kF32, "embedding table has format ",
+               format_name(ev.format), ", expected bf16 or f32");
+    B::for_each(T * dim, [=] DS41_LAMBDA(long e) {
+      long t = e / dim, d = e % dim;
+      long off = static_cast<long>(ids[t]) * dim + d;
+      out[e] = ev.format == WeightFormat::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(ev.data)[off])
+                                                : static_cast<const float*>(ev.data)[off];
+    });
+  }
+
  private:
   struct Sequence {
     long pos = 0;
@@ -107,17 +119,7 @@ class Model {
     auto ids = B::template alloc<int32_t>(T);
     B::upload(ids.data(), tokens.data(), T);
     auto x = B::template alloc<float>(static_cast<size_t>(T) * dim);
-    {
-      const int32_t* pi = ids.data();
-      float* px = x.data();
-      const MatrixView ev = embed_.view();
-      B::for_each(T * dim, [=] DS41_LAMBDA(long e) {
-        long t = e / dim, d = e % dim;
-        long off = static_cast<long>(pi[t]) * dim + d;
-        px[e] = ev.format == WeightFormat::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(ev.data)[off])
-                                                 : static_cast<const float*>(ev.data)[off];
-      });
-    }
+    embed_rows(embed_.view(), ids.data(), T, dim, x.data());
     tap.f32("embed", x.data(), {T, dim});
     auto h = B::template alloc<float>(static_cast<size_t>(T) * hc * dim);
     HighwayT<B>::expand_copies(x.data(), T, hc, dim, h.data());

@@ -144,8 +144,8 @@ class MoeT {
     tap.f32("ffn_out", out, {T, dim_});
   }
 
- private:
   /// acc[rows[i]] += w2(bf16(weight_i · silu(clamp(w1 x)) · clamp(w3 x))) for the gathered rows.
+  /// (Public: CUDA's extended lambdas may not live in private member functions.)
   void run_expert(const ExpertWeights<B>& ew, const float* x, const std::vector<int32_t>& rows,
                   const std::vector<float>* weights, float* acc) const {
     const long n = static_cast<long>(rows.size());
@@ -188,6 +188,7 @@ class MoeT {
     }
   }
 
+ private:
   int dim_ = 0, inter_ = 0, E_ = 0, K_ = 0;
   ScoreFunc score_func_ = ScoreFunc::kSqrtSoftplus;
   float gate_temp_ = 1;

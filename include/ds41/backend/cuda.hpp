@@ -1,0 +1,227 @@
+// ds41/backend/cuda.hpp — CudaBackend: device memory, one stream, kernels launched over the same
+// DS41_HD functions the host backend loops over. Include only from CUDA translation units
+// (nvcc with --extended-lambda; the project also passes --fmad=false so that no multiply-add is
+// fused and device results round like the host's).
+//
+// Vocabulary (shared with HostBackend): Buffer<T>, alloc<T>(n), upload/download/copy/fill, sync,
+// for_each(n, f), linear(...), topk_rows(...). Every CUDA call and launch is checked; failures raise
+// ds41::Error naming the call.
+#pragma once
+#if !defined(__CUDACC__)
+#error "ds41/backend/cuda.hpp must be compiled by nvcc (a .cu translation unit)"
+#endif
+#include <cuda_runtime.h>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include "../core/error.hpp"
+#include "../core/linear_math.hpp"
+#include "../core/topk.hpp"
+
+namespace ds41 {
+
+#define DS41_CUDA_CHECK(call)                                                                       \
+  do {                                                                                              \
+    cudaError_t ds41_err_ = (call);                                                                 \
+    if (ds41_err_ != cudaSuccess)                                                                   \
+      ::ds41::fail("CUDA call ", #call, " failed: ", cudaGetErrorName(ds41_err_), " (",            \
+                   cudaGetErrorString(ds41_err_), ") at ", __FILE__, ":", __LINE__);               \
+  } while (0)
+
+/// An owning device array (cudaMalloc, zero-initialised). Move-only.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : n_(n) {
+    if (n == 0) return;
+    DS41_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    DS41_CUDA_CHECK(cudaMemset(p_, 0, n * sizeof(T)));
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  void reset() {
+    if (p_) cudaFree(p_);  // a failing free in a destructor cannot be reported; the next call will
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+namespace cuda_detail {
+
+template <class F>
+__global__ void for_each_kernel(long n, F f) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long>(gridDim.x) * blockDim.x)
+    f(i);
+}
+
+template <class T>
+__global__ void fill_kernel(T* p, size_t n, T v) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+/// y[r, n] = round(x[r, :] · W[n, :]): one thread per output, adding its products in k order (the
+/// reference's order, so results equal the host's bit for bit); input rows are the grid's y
+/// dimension. Reading a row per thread is not coalesced: a tiled kernel that stages W through
+/// shared memory while keeping each output's k order is the next step for bandwidth.
+constexpr int kLinTile = 32;
+__global__ void linear_kernel(const float* x, long x_stride, MatrixView w, float* y, long y_stride, OutRound round) {
+  const long r = blockIdx.y;
+  const int n = blockIdx.x * kLinTile + threadIdx.x;
+  if (n >= w.rows) return;
+  // the per-format dot keeps the block-scale structure of fp8/fp4 and the k order
+  y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+}
+
+/// Orderable 64-bit key: sorting descending gives topk_before's order (value desc, lower index
+/// first among equal finite values, higher index first among -inf).
+__global__ void topk_keys_kernel(const float* v, long rows, int n, unsigned long long* keys, int* vals) {
+  long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= rows * n) return;
+  int col = static_cast<int>(i % n);
+  float x = v[i];
+  if (is_nan(x)) x = -INFINITY;
+  uint32_t b = f32_bits(x);
+  uint32_t ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone in x
+  uint32_t tie = (x == -INFINITY) ? static_cast<uint32_t>(col) : ~static_cast<uint32_t>(col);
+  keys[i] = (static_cast<unsigned long long>(ord) << 32) | tie;
+  vals[i] = col;
+}
+
+}  // namespace cuda_detail
+
+struct CudaBackend {
+  static constexpr const char* kName = "cuda";
+  static constexpr bool kIsDevice = true;
+  template <class T>
+  using Buffer = DeviceBuffer<T>;
+
+  /// Whether a usable device exists (never throws).
+  static bool device_available() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return n > 0;
+  }
+  /// The stream every operation of this backend is ordered on.
+  static cudaStream_t stream() {
+    static cudaStream_t s = [] {
+      cudaStream_t st;
+      DS41_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      return st;
+    }();
+    return s;
+  }
+
+  template <class T>
+  static Buffer<T> alloc(size_t n) {
+    return Buffer<T>(n);
+  }
+  template <class T>
+  static void upload(T* dst, const T* src, size_t n) {
+    if (!n) return;
+    DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
+    DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));  // the host source may go away right after
+  }
+  template <class T>
+  static void download(T* dst, const T* src, size_t n) {
+    if (!n) return;
+    DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
+    DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  template <class T>
+  static void copy(T* dst, const T* src, size_t n) {
+    if (!n) return;
+    DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream()));
+  }
+  template <class T>
+  static void fill(T* dst, size_t n, T v) {
+    if (!n) return;
+    unsigned grid = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 65535));
+    cuda_detail::fill_kernel<<<grid, 256, 0, stream()>>>(dst, n, v);
+    check_launch("fill");
+  }
+  static void sync() { DS41_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+  template <class F>
+  static void for_each(long n, F f) {
+    if (n <= 0) return;
+    unsigned grid = static_cast<unsigned>(std::min<long>((n + 255) / 256, 65535L * 16));
+    cuda_detail::for_each_kernel<<<grid, 256, 0, stream()>>>(n, f);
+    check_launch("for_each");
+  }
+
+  static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
+                     OutRound round) {
+    if (rows <= 0 || w.rows <= 0) return;
+    DS41_CHECK(rows <= 65535, "CudaBackend::linear: ", rows, " input rows exceed one grid dimension");
+    dim3 grid((w.rows + cuda_detail::kLinTile - 1) / cuda_detail::kLinTile, static_cast<unsigned>(rows));
+    cuda_detail::linear_kernel<<<grid, cuda_detail::kLinTile, 0, stream()>>>(x, x_stride, w, y, y_stride, round);
+    check_launch("linear");
+  }
+
+  /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
+  /// sort on an orderable composite key).
+  static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
+    if (rows <= 0 || k <= 0) return;
+    const long total = rows * static_cast<long>(n);
+    Buffer<unsigned long long> keys(total), keys_out(total);
+    Buffer<int> vals(total), vals_out(total);
+    Buffer<int> offsets(rows + 1);
+    cuda_detail::topk_keys_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream()>>>(
+        v, rows, n, keys.data(), vals.data());
+    check_launch("topk keys");
+    int* off = offsets.data();
+    for_each(rows + 1, [=] __device__(long r) { off[r] = static_cast<int>(r * n); });
+    size_t temp_bytes = 0;
+    DS41_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+        nullptr, temp_bytes, keys.data(), keys_out.data(), vals.data(), vals_out.data(), static_cast<int>(total),
+        static_cast<int>(rows), off, off + 1, 0, 64, stream()));
+    Buffer<uint8_t> temp(temp_bytes ? temp_bytes : 1);
+    DS41_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+        temp.data(), temp_bytes, keys.data(), keys_out.data(), vals.data(), vals_out.data(), static_cast<int>(total),
+        static_cast<int>(rows), off, off + 1, 0, 64, stream()));
+    const int* sorted = vals_out.data();
+    for_each(rows * k, [=] __device__(long e) { idx[e] = sorted[(e / k) * n + e % k]; });
+    sync();  // temporaries are freed on return
+  }
+
+  /// Free device memory, in bytes (for leak checks).
+  static size_t free_memory() {
+    size_t f = 0, t = 0;
+    DS41_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    return f;
+  }
+
+ private:
+  static void check_launch(const char* what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) fail("CUDA kernel launch (", what, ") failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  }
+};
+
+}  // namespace ds41
