@@ -1,0 +1,360 @@
+// ds41/backend/host_gemv.hpp — the host backend's weight-streaming Linear, vectorised across
+// output rows and split across threads, with results bit-identical to MatrixView::dot.
+//
+// Why across rows: the reference adds each output's products into ONE float32 accumulator in K
+// order (for fp8/fp4: per-32 partial sums, each scaled and added in order). Vectorising along K
+// would need several partial sums and change the rounding. Eight output rows side by side, each
+// lane running its own row's chain in K order, do the identical operations: the j-th column of an
+// 8-row tile is decoded into one vector and `acc = acc + x[k] * col` is one _mm256_mul_ps and one
+// _mm256_add_ps, each rounded on its own (never FMA: the library compiles with -ffp-contract=off,
+// which also stops the compiler from fusing these intrinsics).
+//
+// Layout of the work: a tile is kTileVecs vectors of 8 rows (32 rows: 4 independent add chains
+// hide the add latency, and one fp8 scale block). For each 32-column block the tile's weights are
+// decoded once into a transposed buffer and applied to up to kRowChunk input rows, so prefill GEMMs
+// reuse each decoded block. Rows beyond the last full 8-row vector, and the K tail past the last
+// full 32-column block, go through scalar-built columns (same arithmetic); fp8 blocks holding a
+// NaN code go through the scalar decoder so NaNs stay NaN.
+//
+// Compiled for AVX2 when the translation unit has __AVX2__ (e.g. -march=native, see DS41_NATIVE;
+// never in nvcc's device pass), else the scalar reference loops. Threads split output-row tiles, never a row's sum.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+#include "../core/linear_math.hpp"
+#include "host_buffer.hpp"
+#include "host_threads.hpp"
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#endif
+
+namespace ds41::host_gemv {
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference.
+inline void linear_rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                               OutRound round, int n_begin, int n_end) {
+  for (long r = 0; r < T; ++r)
+    for (int n = n_begin; n < n_end; ++n) y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+}
+
+/// W[n, k] as the float the reference multiplies x[k] by (before any block scale).
+inline float weight_at(const MatrixView& w, int n, int k) {
+  const long row = static_cast<long>(n);
+  switch (w.format) {
+    case WeightFormat::kF32: return static_cast<const float*>(w.data)[row * w.cols + k];
+    case WeightFormat::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(w.data)[row * w.cols + k]);
+    case WeightFormat::kFp8Block32: return e4m3_decode(static_cast<const uint8_t*>(w.data)[row * w.cols + k]);
+    case WeightFormat::kFp4Block32: {
+      uint8_t byte = static_cast<const uint8_t*>(w.data)[row * (w.cols / 2) + k / 2];
+      return e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF));
+    }
+  }
+  return 0.0f;
+}
+
+/// The scale the reference multiplies row n's partial sum of block kb/32 by (fp8/fp4 only).
+inline float block_scale_at(const MatrixView& w, int n, int kb) {
+  const long kblocks = (w.cols + 31) / 32;
+  return w.format == WeightFormat::kFp8Block32 ? w.scales[(n / 32) * kblocks + kb / 32]
+                                               : w.scales[static_cast<long>(n) * kblocks + kb / 32];
+}
+
+inline bool block_scaled(WeightFormat f) { return f == WeightFormat::kFp8Block32 || f == WeightFormat::kFp4Block32; }
+
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+inline constexpr bool kVectorised = true;
+namespace avx2 {
+
+constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
+constexpr int kTileVecs = 4;   // 8-row vectors per tile
+constexpr int kRowChunk = 16;  // input rows sharing one decoded block
+
+/// In-register 8x8 transpose: r[i] lane j  ->  r[j] lane i.
+inline void transpose8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// Column decoders: c[j] = column k + j of rows [n0, n0 + 8) (lane i = row n0 + i), exactly the
+// floats weight_at() gives.
+struct F32Columns {
+  static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
+    const float* p = static_cast<const float*>(w.data) + static_cast<long>(n0) * w.cols + k;
+    for (int i = 0; i < 8; ++i) c[i] = _mm256_loadu_ps(p + static_cast<long>(i) * w.cols);
+    transpose8(c);
+  }
+};
+
+struct Bf16Columns {  // bf16 -> f32 is the 16 bits moved to the top half
+  static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
+    const uint16_t* p = static_cast<const uint16_t*>(w.data) + static_cast<long>(n0) * w.cols + k;
+    for (int i = 0; i < 8; ++i) {
+      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols));
+      c[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    transpose8(c);
+  }
+};
+
+// e4m3 -> f32: the 7 magnitude bits placed at f32 bits 20..26 read as a float 2^-120 times the
+// e4m3 value, for normals and subnormals alike (an f32 subnormal then), so one exact multiply by
+// 2^120 decodes them; the sign bit lands on bit 31 from the sign-extended byte. NaN codes
+// (0x7F/0xFF) are not handled here: blocks holding one are decoded by the scalar path.
+struct Fp8Columns {
+  static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
+    const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * w.cols + k;
+    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+    const __m256 two_pow_120 = _mm256_set1_ps(0x1p120f);
+    for (int i = 0; i < 8; ++i) {
+      __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols));
+      __m256i v = _mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(b), 20), keep);
+      c[i] = _mm256_mul_ps(_mm256_castsi256_ps(v), two_pow_120);
+    }
+    transpose8(c);
+  }
+  /// Whether the 32-column block at kb of rows [n0, n0 + rows) holds a NaN code.
+  static bool block_has_nan(const MatrixView& w, int n0, int rows, int kb) {
+    const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * w.cols + kb;
+    const __m256i mag = _mm256_set1_epi8(0x7F);
+    __m256i any = _mm256_setzero_si256();
+    for (int i = 0; i < rows; ++i) {
+      __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + static_cast<long>(i) * w.cols));
+      any = _mm256_or_si256(any, _mm256_cmpeq_epi8(_mm256_and_si256(b, mag), mag));
+    }
+    return !_mm256_testz_si256(any, any);
+  }
+};
+
+/// The 8 nibbles (columns k..k+7) of each of rows [n0, n0 + 8) as one 32-bit lane per row.
+inline __m256i fp4_nibble_lanes(const MatrixView& w, int n0, int k) {
+  const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * (w.cols / 2) + k / 2;
+  const long stride = w.cols / 2;
+  int32_t u[8];
+  for (int i = 0; i < 8; ++i) std::memcpy(&u[i], p + i * stride, 4);
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u));
+}
+
+// e2m1 -> f32: the magnitude from an 8-entry table (vpermps reads the low 3 bits of each lane),
+// the sign bit (nibble bit 3) moved to bit 31.
+struct Fp4Columns {
+  static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
+    const __m256i lanes = fp4_nibble_lanes(w, n0, k);
+    const __m256 magnitude = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m256 m = _mm256_permutevar8x32_ps(magnitude, _mm256_srli_epi32(lanes, 4 * j));
+      __m256i s = _mm256_and_si256(_mm256_slli_epi32(lanes, 28 - 4 * j), sign);
+      c[j] = _mm256_or_ps(m, _mm256_castsi256_ps(s));
+    }
+  }
+};
+
+/// wt[k][v] = column kb + k of rows [n0 + 8v, n0 + 8v + 8), for a full 32-column block.
+template <class Columns, int NV>
+inline void decode_block(const MatrixView& w, int n0, int kb, __m256 (*wt)[NV]) {
+  __m256 c[8];
+  for (int v = 0; v < NV; ++v)
+    for (int k8 = 0; k8 < kBlockK; k8 += 8) {
+      Columns::load8(w, n0 + 8 * v, kb + k8, c);
+      for (int j = 0; j < 8; ++j) wt[k8 + j][v] = c[j];
+    }
+}
+
+/// The same from scalar reads, for the K tail and fp8 blocks with NaN codes.
+template <int NV>
+inline void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m256 (*wt)[NV]) {
+  alignas(32) float col[8];
+  for (int k = 0; k < kn; ++k)
+    for (int v = 0; v < NV; ++v) {
+      for (int i = 0; i < 8; ++i) col[i] = weight_at(w, n0 + 8 * v + i, kb + k);
+      wt[k][v] = _mm256_load_ps(col);
+    }
+}
+
+inline __m256 block_scales8(const MatrixView& w, int n0, int kb) {
+  if (w.format == WeightFormat::kFp8Block32) return _mm256_set1_ps(block_scale_at(w, n0, kb));
+  alignas(32) float s[8];
+  for (int i = 0; i < 8; ++i) s[i] = block_scale_at(w, n0 + i, kb);
+  return _mm256_load_ps(s);
+}
+
+inline void store_rounded(__m256 acc, float* y, OutRound round) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, acc);
+  for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
+}
+
+/// Rows [n0, n0 + 8·NV) for T input rows: decode each 32-column block once per kRowChunk rows.
+template <class Columns, int NV, bool kScaled>
+void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, int n0, float* y, long y_stride,
+                 OutRound round) {
+  const int K = w.cols;
+  alignas(32) __m256 wt[kBlockK][NV];
+  for (long r0 = 0; r0 < T; r0 += kRowChunk) {
+    const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
+    __m256 acc[kRowChunk][NV];
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int kb = 0; kb < K; kb += kBlockK) {
+      const int kn = std::min(kBlockK, K - kb);
+      bool full = kn == kBlockK;
+      if constexpr (std::is_same_v<Columns, Fp8Columns>) full = full && !Fp8Columns::block_has_nan(w, n0, 8 * NV, kb);
+      if (full) decode_block<Columns, NV>(w, n0, kb, wt);
+      else decode_block_scalar<NV>(w, n0, kb, kn, wt);
+      __m256 scale[NV];
+      if constexpr (kScaled)
+        for (int v = 0; v < NV; ++v) scale[v] = block_scales8(w, n0 + 8 * v, kb);
+      for (int r = 0; r < tc; ++r) {
+        const float* xr = x + (r0 + r) * x_stride + kb;
+        __m256 a[NV];
+        for (int v = 0; v < NV; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
+        for (int k = 0; k < kn; ++k) {
+          const __m256 xk = _mm256_broadcast_ss(xr + k);
+          for (int v = 0; v < NV; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
+        }
+        for (int v = 0; v < NV; ++v)
+          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a[v], scale[v])) : a[v];
+      }
+    }
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + n0 + 8 * v, round);
+  }
+}
+
+/// Decode GEMV (one input row) for fp4: products[k] holds x[k]·{0, .5, 1, 1.5, 2, 3, 4, 6}, so a
+/// column's products are one table lookup and a sign flip (x·(−a) is exactly −(x·a)), no multiply.
+template <int NV>
+void fp4_gemv_tile(const float* x, const float* products, const MatrixView& w, int n0, float* y, OutRound round) {
+  const int K = w.cols;
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  __m256 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  int kb = 0;
+  for (; kb + kBlockK <= K; kb += kBlockK) {
+    __m256 part[NV];
+    for (int v = 0; v < NV; ++v) part[v] = _mm256_setzero_ps();
+    for (int k8 = kb; k8 < kb + kBlockK; k8 += 8) {
+      __m256i lanes[NV];
+      for (int v = 0; v < NV; ++v) lanes[v] = fp4_nibble_lanes(w, n0 + 8 * v, k8);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256 pk = _mm256_load_ps(products + 8 * (k8 + j));
+        for (int v = 0; v < NV; ++v) {
+          __m256 p = _mm256_permutevar8x32_ps(pk, _mm256_srli_epi32(lanes[v], 4 * j));
+          __m256i s = _mm256_and_si256(_mm256_slli_epi32(lanes[v], 28 - 4 * j), sign);
+          part[v] = _mm256_add_ps(part[v], _mm256_xor_ps(p, _mm256_castsi256_ps(s)));
+        }
+      }
+    }
+    for (int v = 0; v < NV; ++v) acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], block_scales8(w, n0 + 8 * v, kb)));
+  }
+  if (kb < K) {  // K tail: scalar-built columns
+    alignas(32) __m256 wt[kBlockK][NV];
+    decode_block_scalar<NV>(w, n0, kb, K - kb, wt);
+    for (int v = 0; v < NV; ++v) {
+      __m256 part = _mm256_setzero_ps();
+      for (int k = 0; k < K - kb; ++k) part = _mm256_add_ps(part, _mm256_mul_ps(_mm256_broadcast_ss(x + kb + k), wt[k][v]));
+      acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part, block_scales8(w, n0 + 8 * v, kb)));
+    }
+  }
+  for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
+}
+
+/// products[8k .. 8k + 8) = x[k] · e2m1 magnitudes, for fp4_gemv_tile (32-byte aligned).
+inline void fp4_products(const float* x, int K, HostBuffer<float>& products) {
+  if (products.size() < static_cast<size_t>(K) * 8) products = HostBuffer<float>(static_cast<size_t>(K) * 8);
+  const __m256 magnitude = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+  for (int k = 0; k < K; ++k)
+    _mm256_store_ps(products.data() + 8 * k, _mm256_mul_ps(_mm256_broadcast_ss(x + k), magnitude));
+}
+
+template <class Columns, bool kScaled>
+void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                      OutRound round, int n, int n_end, const float* fp4_products) {
+  for (; n + 8 * kTileVecs <= n_end; n += 8 * kTileVecs) {
+    if (fp4_products) fp4_gemv_tile<kTileVecs>(x, fp4_products, w, n, y, round);
+    else linear_tile<Columns, kTileVecs, kScaled>(x, T, x_stride, w, n, y, y_stride, round);
+  }
+  for (; n + 8 <= n_end; n += 8) {
+    if (fp4_products) fp4_gemv_tile<1>(x, fp4_products, w, n, y, round);
+    else linear_tile<Columns, 1, kScaled>(x, T, x_stride, w, n, y, y_stride, round);
+  }
+  linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n, n_end);
+}
+
+}  // namespace avx2
+#else
+inline constexpr bool kVectorised = false;
+#endif
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. `fp4_products`
+/// (AVX2 builds, T == 1, fp4 weights) is the table avx2::fp4_products made for x, or null.
+inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                        OutRound round, int n_begin, int n_end, const void* fp4_products = nullptr) {
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  using namespace avx2;
+  const auto* products = static_cast<const float*>(fp4_products);
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+    case WeightFormat::kBF16:
+      return linear_rows_with<Bf16Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+    case WeightFormat::kFp8Block32:
+      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+    case WeightFormat::kFp4Block32:
+      return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end,
+                                                T == 1 ? products : nullptr);
+  }
+#else
+  (void)fp4_products;
+#endif
+  linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+}
+
+/// Below this many multiply-adds a Linear runs on the calling thread: waking the pool costs more.
+constexpr long kParallelLinearMinMacs = 1L << 16;
+/// Output rows per work item: whole tiles, and whole fp8 32-row scale blocks.
+constexpr int kRowsPerItem = 32;
+
+/// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
+inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                   OutRound round, HostThreadPool& pool) {
+  if (T <= 0 || w.rows <= 0) return;
+  const void* products = nullptr;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  thread_local HostBuffer<float> fp4_table;
+  if (T == 1 && w.format == WeightFormat::kFp4Block32) {
+    avx2::fp4_products(x, w.cols, fp4_table);
+    products = fp4_table.data();
+  }
+#endif
+  const long items = (w.rows + kRowsPerItem - 1) / kRowsPerItem;
+  auto run = [&](long begin, long end) {
+    linear_rows(x, T, x_stride, w, y, y_stride, round, static_cast<int>(begin * kRowsPerItem),
+                static_cast<int>(std::min<long>(w.rows, end * kRowsPerItem)), products);
+  };
+  const long macs = T * static_cast<long>(w.rows) * w.cols;
+  if (pool.threads() == 1 || macs < kParallelLinearMinMacs || items < 2) return run(0, items);
+  // a few chunks per thread: contiguous rows stream well, and a late thread can still catch up
+  pool.run(items, std::max(1L, items / (4L * pool.threads())), run);
+}
+
+}  // namespace ds41::host_gemv

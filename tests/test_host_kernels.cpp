@@ -1,0 +1,212 @@
+// The host backend's fast Linear (host_gemv.hpp: vectorised across rows, split over threads) and
+// its thread pool: every output bit-identical to the scalar reference MatrixView::dot, for every
+// weight format over awkward shapes, and the tiny golden's counts unchanged.
+#include <doctest/doctest.h>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+#include "ds41/backend/host.hpp"
+#include "golden_checks.hpp"
+
+using namespace ds41;
+
+namespace {
+
+/// A random [rows, cols] matrix of format f; fp8 codes avoid the NaN codes unless asked.
+HostTensor random_matrix(WeightFormat f, int rows, int cols, std::mt19937& rng, bool fp8_nan_codes = false) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  HostTensor t;
+  t.shape = {rows, cols};
+  t.format = f;
+  const long n = static_cast<long>(rows) * cols;
+  const long kblocks = (cols + 31) / 32;
+  switch (f) {
+    case WeightFormat::kF32: {
+      std::vector<float> v(n);
+      for (auto& e : v) e = uni(rng);
+      t = HostTensor::from_f32({rows, cols}, v);
+      break;
+    }
+    case WeightFormat::kBF16: {
+      std::vector<float> v(n);
+      for (auto& e : v) e = uni(rng);
+      t = HostTensor::from_bf16_values({rows, cols}, v);
+      break;
+    }
+    case WeightFormat::kFp8Block32:
+      t.payload.resize(n);
+      for (auto& b : t.payload) {
+        b = static_cast<uint8_t>(byte(rng));
+        if (!fp8_nan_codes && (b & 0x7F) == 0x7F) b ^= 1;
+      }
+      t.scales.resize(static_cast<size_t>((rows + 31) / 32) * kblocks);
+      for (auto& s : t.scales) s = std::ldexp(1.0f, static_cast<int>(byte(rng) % 9) - 6) * (1.0f + uni(rng) / 8);
+      break;
+    case WeightFormat::kFp4Block32:
+      t.payload.resize(static_cast<size_t>(rows) * (cols / 2));
+      for (auto& b : t.payload) b = static_cast<uint8_t>(byte(rng));
+      t.scales.resize(static_cast<size_t>(rows) * kblocks);
+      for (auto& s : t.scales) s = std::ldexp(1.0f, static_cast<int>(byte(rng) % 9) - 6) * (1.0f + uni(rng) / 8);
+      break;
+  }
+  return t;
+}
+
+bool same_bits(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return ua == ub;
+}
+
+/// Runs host_gemv::linear and the scalar reference on the same data; returns the mismatches.
+long compare_linear(const HostTensor& t, int T, OutRound round, std::mt19937& rng, HostThreadPool& pool) {
+  const MatrixView w = t.view();
+  const long x_stride = w.cols + 3, y_stride = w.rows + 5;  // strides wider than the rows
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  std::vector<float> x(static_cast<size_t>(T) * x_stride);
+  for (auto& e : x) e = bf16_round(uni(rng));
+  x[0] = -0.0f;  // signed zeros and zero products must come out the same too
+  std::vector<float> fast(static_cast<size_t>(T) * y_stride, 7.0f), ref(fast);
+  host_gemv::linear(x.data(), T, x_stride, w, fast.data(), y_stride, round, pool);
+  for (int r = 0; r < T; ++r)
+    for (int n = 0; n < w.rows; ++n) ref[r * y_stride + n] = apply_round(w.dot(x.data() + r * x_stride, n), round);
+  long bad = 0;
+  for (size_t i = 0; i < fast.size(); ++i) bad += !same_bits(fast[i], ref[i]);
+  return bad;
+}
+
+const WeightFormat kFormats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block32,
+                                 WeightFormat::kFp4Block32};
+
+}  // namespace
+
+TEST_CASE("host linear: bit-identical to MatrixView::dot for every format, shape and input row count") {
+  INFO("vectorised kernels compiled in: " << host_gemv::kVectorised);
+  std::mt19937 rng(41);
+  HostThreadPool pool(3);  // more threads than this machine may have: splits must not matter
+  const int row_counts[] = {1, 7, 8, 9, 31, 32, 33, 69, 130, 257};
+  const int col_counts[] = {2, 8, 30, 32, 40, 64, 70, 96, 160, 326, 1024};
+  const int input_rows[] = {1, 2, 5, 16, 17, 40};
+  for (WeightFormat f : kFormats)
+    for (int rows : row_counts)
+      for (int cols : col_counts)
+        for (int T : input_rows) {
+          if ((rows * cols * T) % 3 != 0 && T > 2 && cols > 64) continue;  // thin the big cross product
+          HostTensor t = random_matrix(f, rows, cols, rng);
+          for (OutRound round : {OutRound::kF32, OutRound::kBF16}) {
+            CAPTURE(format_name(f));
+            CAPTURE(rows);
+            CAPTURE(cols);
+            CAPTURE(T);
+            CHECK(compare_linear(t, T, round, rng, pool) == 0);
+          }
+        }
+}
+
+TEST_CASE("host linear: V4.1-sized GEMV and GEMM, threaded, bit-identical") {
+  std::mt19937 rng(7);
+  HostThreadPool& pool = HostThreadPool::global();
+  for (WeightFormat f : kFormats)
+    for (int T : {1, 3}) {
+      HostTensor t = random_matrix(f, 1056, 5120, rng);
+      CAPTURE(format_name(f));
+      CAPTURE(T);
+      CHECK(compare_linear(t, T, OutRound::kBF16, rng, pool) == 0);
+    }
+}
+
+TEST_CASE("host linear: fp8 NaN codes give NaN exactly where the reference does") {
+  std::mt19937 rng(3);
+  HostThreadPool pool(2);
+  HostTensor t = random_matrix(WeightFormat::kFp8Block32, 40, 96, rng, /*fp8_nan_codes=*/false);
+  t.payload[5 * 96 + 40] = 0x7F;
+  t.payload[33 * 96 + 3] = 0xFF;
+  for (int T : {1, 4}) CHECK(compare_linear(t, T, OutRound::kBF16, rng, pool) == 0);
+}
+
+TEST_CASE("host linear: HostBackend::linear is the fast path") {
+  std::mt19937 rng(5);
+  HostTensor t = random_matrix(WeightFormat::kBF16, 100, 256, rng);
+  std::vector<float> x(256), y(100);
+  for (int k = 0; k < 256; ++k) x[k] = bf16_round(std::sin(0.3f * k));
+  HostBackend::linear(x.data(), 1, 256, t.view(), y.data(), 100, OutRound::kBF16);
+  for (int n = 0; n < 100; ++n) CHECK(same_bits(y[n], bf16_round(t.view().dot(x.data(), n))));
+}
+
+TEST_CASE("thread pool: every item once, exceptions reach the caller, nested runs inline") {
+  HostThreadPool pool(4);
+  CHECK(pool.threads() == 4);
+  for (long n : {0L, 1L, 5L, 1000L, 100003L}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.run(n, 7, [&](long b, long e) {
+      for (long i = b; i < e; ++i) hits[i]++;
+    });
+    long wrong = 0;
+    for (auto& h : hits) wrong += h.load() != 1;
+    CHECK(wrong == 0);
+  }
+  CHECK_THROWS_AS(pool.run(100, 1, [](long b, long) {
+    if (b == 37) throw std::runtime_error("item 37");
+  }),
+                  std::runtime_error);
+  std::atomic<long> inner{0};
+  pool.run(8, 1, [&](long, long) { pool.run(10, 1, [&](long b, long e) { inner += e - b; }); });
+  CHECK(inner.load() == 80);
+  // the pool keeps working after an exception
+  std::atomic<long> sum{0};
+  pool.run(64, 4, [&](long b, long e) { sum += e - b; });
+  CHECK(sum.load() == 64);
+  HostThreadPool single(1);
+  long count = 0;
+  single.run(50, 3, [&](long b, long e) { count += e - b; });
+  CHECK(count == 50);
+}
+
+TEST_CASE("HostBackend::for_each visits every item once, split or not") {
+  for (long n : {3L, 63L, 64L, 5000L}) {
+    std::vector<int> hits(static_cast<size_t>(n), 0);
+    int* p = hits.data();
+    HostBackend::for_each(n, [=](long i) { p[i] += 1; });
+    long wrong = 0;
+    for (int h : hits) wrong += h != 1;
+    CHECK(wrong == 0);
+  }
+}
+
+namespace {
+/// The host backend as it was: scalar dot products, one thread.
+struct ScalarHostBackend : HostBackend {
+  static constexpr const char* kName = "host-scalar";
+  template <class F>
+  static void for_each(long n, F f) {
+    for (long i = 0; i < n; ++i) f(i);
+  }
+  static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
+                     OutRound round) {
+    host_gemv::linear_rows_scalar(x, rows, x_stride, w, y, y_stride, round, 0, w.rows);
+  }
+};
+
+template <class B>
+testing::Tally run_tiny_golden() {
+  const auto& g = testing::tiny_golden();
+  Model<B> model(g.config, testing::tiny_weights());
+  return testing::check_reports(golden::run(g, model));
+}
+}  // namespace
+
+TEST_CASE("tiny golden: the fast host backend keeps 1006 passed, 996 bit-identical, as the scalar one") {
+  testing::Tally fast = run_tiny_golden<HostBackend>();
+  CHECK(fast.failed == 0);
+  CHECK(fast.passed == 1006);
+  CHECK(fast.exact == 996);
+  testing::Tally scalar = run_tiny_golden<ScalarHostBackend>();
+  CHECK(scalar.passed == fast.passed);
+  CHECK(scalar.exact == fast.exact);
+}
