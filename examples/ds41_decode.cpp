@@ -10,6 +10,7 @@
 #include <vector>
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden.hpp"
+#include "decode_gguf.hpp"
 
 #ifndef DS41_DEFAULT_GOLDEN
 #define DS41_DEFAULT_GOLDEN "golden/ds41_tiny_golden.json"
@@ -22,6 +23,8 @@ static int usage(const std::string& msg) {
 }
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // a model from GGUF shards (decode_gguf.hpp)
+    if (std::string(argv[i]) == "--gguf") return ds41_decode_gguf(argc, argv);
   std::string path = DS41_DEFAULT_GOLDEN, prompt_arg;
   long n_tokens = 16;
   for (int i = 1; i < argc; ++i) {

@@ -25,9 +25,11 @@ class Block {
   using Buf = typename B::template Buffer<T>;
   using Attn = CompressedAttnT<B>;
 
-  Block(const ModelConfig& c, const WeightSource& w, int layer)
+  /// `shared...`: passed on to the ExpertStore (StreamedExperts: the model's ExpertCache).
+  template <class... Shared>
+  Block(const ModelConfig& c, const WeightSource& w, int layer, Shared&... shared)
       : layer_(layer), dim_(c.dim), hc_(c.hc_mult), eps_(static_cast<float>(c.norm_eps)),
-        highway_(c, w, "layers." + std::to_string(layer) + "."), attn_(c, w, layer), moe_(c, w, layer) {
+        highway_(c, w, "layers." + std::to_string(layer) + "."), attn_(c, w, layer), moe_(c, w, layer, shared...) {
     const std::string p = "layers." + std::to_string(layer) + ".";
     attn_norm_ = upload_vector<B>(w, p + "attn_norm.weight", dim_);
     ffn_norm_ = upload_vector<B>(w, p + "ffn_norm.weight", dim_);

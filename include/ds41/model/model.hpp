@@ -23,13 +23,18 @@ class Model {
   using Buf = typename B::template Buffer<T>;
   using BlockT = Block<B, ExpertStore, Table>;
 
-  Model(const ModelConfig& c, const WeightSource& w) : cfg_(c) {
+  /// `shared...`: what the ExpertStore shares across layers, e.g. a StreamedExperts<B>::Cache
+  /// (none for ResidentExperts).
+  template <class... Shared>
+  Model(const ModelConfig& c, const WeightSource& w, Shared&... shared) : cfg_(c) {
     cfg_.validate();
     const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim});
     DS41_CHECK(emb.format == WeightFormat::kBF16 || emb.format == WeightFormat::kF32, "weights: 'embed.weight' has format ",
                format_name(emb.format), ", expected bf16 or f32");
     embed_ = Matrix<B>(emb);
-    for (int l = 0; l < c.n_layers; ++l) layers_.push_back(std::make_unique<BlockT>(c, w, l));
+    for (int l = 0; l < c.n_layers; ++l) layers_.push_back(std::make_unique<BlockT>(c, w, l, shared...));
+    // layer l's MoE predicts layer l+1's experts (used by stores that prefetch)
+    for (int l = 0; l + 1 < c.n_layers; ++l) layers_[l]->moe().set_next(&layers_[l + 1]->moe());
     norm_ = upload_vector<B>(w, "norm.weight", c.dim);
     head_ = load_matrix<B>(w, "head.weight", c.vocab_size, c.dim);
   }

@@ -23,10 +23,11 @@ struct ExpertWeights {
   Matrix<B> w1, w2, w3;  // gate [I, dim], down [dim, I], up [I, dim]
 };
 
-/// ExpertStore policy: every expert resident in backend memory.
+/// ExpertStore policy: every expert resident in backend memory (streamed_experts.hpp: the other).
 template <class B>
 class ResidentExperts {
  public:
+  static constexpr bool kPrefetches = false;
   ResidentExperts() = default;
   ResidentExperts(const ModelConfig& c, const WeightSource& w, int layer) {
     const std::string p = "layers." + std::to_string(layer) + ".ffn.experts.";
@@ -53,11 +54,13 @@ class MoeT {
   using Buf = typename B::template Buffer<T>;
 
   MoeT() = default;
-  MoeT(const ModelConfig& c, const WeightSource& w, int layer)
+  /// `shared...`: what the ExpertStore shares across layers (StreamedExperts: its ExpertCache).
+  template <class... Shared>
+  MoeT(const ModelConfig& c, const WeightSource& w, int layer, Shared&... shared)
       : dim_(c.dim), inter_(c.moe_inter_dim), E_(c.n_routed_experts), K_(c.n_activated_experts),
         score_func_(c.score_func), gate_temp_(static_cast<float>(c.gate_temp)), norm_topk_(c.norm_topk_prob),
         route_scale_(static_cast<float>(c.route_scale)), limit_(static_cast<float>(c.swiglu_limit)),
-        experts_(c, w, layer) {
+        experts_(c, w, layer, shared...) {
     const std::string p = "layers." + std::to_string(layer) + ".ffn.";
     gate_ = load_matrix<B>(w, p + "gate.weight", E_, dim_);
     bias_ = upload_vector<B>(w, p + "gate.bias", E_);
@@ -68,19 +71,77 @@ class MoeT {
 
   ExpertStore& experts() { return experts_; }
 
+  /// Stores that prefetch (StreamedExperts) get the next layer's prediction; others skip its cost.
+  /// Every ExpertStore says which it is.
+  static constexpr bool kPrefetches = ExpertStore::kPrefetches;
+  /// The next layer's MoE: this layer runs its router on this layer's input to predict its experts.
+  void set_next(MoeT* next) { next_ = next; }
+
+  /// Run this layer's router on `x` (the previous layer's MoE input) and prefetch what it names.
+  void predict_and_prefetch(const float* x, long T) {
+    auto scores = B::template alloc<float>(static_cast<size_t>(T) * E_);
+    auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * K_);
+    auto wts = B::template alloc<float>(static_cast<size_t>(T) * K_);
+    route(x, T, scores.data(), idx.data(), wts.data());
+    std::vector<int32_t> h_idx(static_cast<size_t>(T) * K_);
+    B::download(h_idx.data(), idx.data(), h_idx.size());
+    std::vector<bool> seen(E_, false);
+    std::vector<int> wanted;
+    for (int32_t e : h_idx)
+      if (e >= 0 && e < E_ && !seen[e]) seen[e] = true, wanted.push_back(e);
+    experts_.prefetch(wanted);
+  }
+
   /// x: [T, dim] (ffn_in) → out [T, dim].
   void forward(const float* x, long T, const Tap<B>& tap, float* out) {
     const int E = E_, K = K_;
-    // router: f32 Linear on bf16 values, score function, biased top-k, weights from raw scores
+    if constexpr (kPrefetches)
+      if (next_) next_->predict_and_prefetch(x, T);  // the next layer's reads overlap this layer
     auto scores = B::template alloc<float>(static_cast<size_t>(T) * E);
-    B::linear(x, T, dim_, gate_.view(), scores.data(), E, OutRound::kF32);
     auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * K);
     auto wts = B::template alloc<float>(static_cast<size_t>(T) * K);
+    route(x, T, scores.data(), idx.data(), wts.data());
+    tap.f32("moe_scores", scores.data(), {T, E}, CapType::kF32);
+    tap.i32("moe_indices", idx.data(), {T, K});
+    tap.f32("moe_weights", wts.data(), {T, K}, CapType::kF32);
+
+    // the routing decision goes to the host: it decides which expert weights are touched
+    std::vector<int32_t> h_idx(static_cast<size_t>(T) * K);
+    std::vector<float> h_w(static_cast<size_t>(T) * K);
+    B::download(h_idx.data(), idx.data(), h_idx.size());
+    B::download(h_w.data(), wts.data(), h_w.size());
+
+    auto acc = B::template alloc<float>(static_cast<size_t>(T) * dim_);  // zeros
+    for (int e = 0; e < E; ++e) {
+      std::vector<int32_t> rows;
+      std::vector<float> rw;
+      for (long t = 0; t < T; ++t)
+        for (int j = 0; j < K; ++j)
+          if (h_idx[t * K + j] == e) {
+            rows.push_back(static_cast<int32_t>(t));
+            rw.push_back(h_w[t * K + j]);
+          }
+      if (rows.empty()) continue;
+      run_expert(experts_.get(e), x, rows, &rw, acc.data());
+    }
+    std::vector<int32_t> all(T);
+    for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
+    run_expert(shared_, x, all, nullptr, acc.data());
+    float* pa = acc.data();
+    B::for_each(T * dim_, [=] DS41_LAMBDA(long e) { out[e] = bf16_round(pa[e]); });
+    tap.f32("ffn_out", out, {T, dim_});
+  }
+
+  /// Router: f32 Linear on bf16 values, score function, biased top-k, weights from raw scores;
+  /// scores [T, E], idx/wts [T, K] on the backend. (Public for CUDA's extended lambdas.)
+  void route(const float* x, long T, float* scores, int32_t* idx, float* wts) const {
+    const int E = E_, K = K_;
+    B::linear(x, T, dim_, gate_.view(), scores, E, OutRound::kF32);
     {
-      float* ps = scores.data();
+      float* ps = scores;
       const float* bias = bias_.data();
-      int32_t* pi = idx.data();
-      float* pw = wts.data();
+      int32_t* pi = idx;
+      float* pw = wts;
       const float temp = gate_temp_, rscale = route_scale_;
       const ScoreFunc sf = score_func_;
       const bool norm = norm_topk_;
@@ -113,35 +174,6 @@ class MoeT {
         for (int j = 0; j < K; ++j) pw[t * K + j] = pw[t * K + j] * rscale;
       });
     }
-    tap.f32("moe_scores", scores.data(), {T, E}, CapType::kF32);
-    tap.i32("moe_indices", idx.data(), {T, K});
-    tap.f32("moe_weights", wts.data(), {T, K}, CapType::kF32);
-
-    // the routing decision goes to the host: it decides which expert weights are touched
-    std::vector<int32_t> h_idx(static_cast<size_t>(T) * K);
-    std::vector<float> h_w(static_cast<size_t>(T) * K);
-    B::download(h_idx.data(), idx.data(), h_idx.size());
-    B::download(h_w.data(), wts.data(), h_w.size());
-
-    auto acc = B::template alloc<float>(static_cast<size_t>(T) * dim_);  // zeros
-    for (int e = 0; e < E; ++e) {
-      std::vector<int32_t> rows;
-      std::vector<float> rw;
-      for (long t = 0; t < T; ++t)
-        for (int j = 0; j < K; ++j)
-          if (h_idx[t * K + j] == e) {
-            rows.push_back(static_cast<int32_t>(t));
-            rw.push_back(h_w[t * K + j]);
-          }
-      if (rows.empty()) continue;
-      run_expert(experts_.get(e), x, rows, &rw, acc.data());
-    }
-    std::vector<int32_t> all(T);
-    for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
-    run_expert(shared_, x, all, nullptr, acc.data());
-    float* pa = acc.data();
-    B::for_each(T * dim_, [=] DS41_LAMBDA(long e) { out[e] = bf16_round(pa[e]); });
-    tap.f32("ffn_out", out, {T, dim_});
   }
 
   /// acc[rows[i]] += w2(bf16(weight_i · silu(clamp(w1 x)) · clamp(w3 x))) for the gathered rows.
@@ -198,6 +230,7 @@ class MoeT {
   Matrix<B> gate_;
   Buf<float> bias_;
   ExpertWeights<B> shared_;
+  MoeT* next_ = nullptr;
 };
 
 }  // namespace ds41

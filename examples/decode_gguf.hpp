@@ -1,0 +1,87 @@
+// ds41-decode --gguf FIRST_SHARD [--prompt 1,2,3] [--tokens N] [--cache-experts N]
+//
+// Greedy decoding of a model read from GGUF shards: routed experts streamed through an expert
+// cache (default: half of one layer's experts, at least 1) with next-layer prefetch, engram rows
+// read on demand. Progress lines while indexing and loading; cache counters at the end.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+#include "ds41/ds41.hpp"
+#include "ds41/io/gguf.hpp"
+#include "ds41/model/row_reader_table.hpp"
+#include "ds41/model/streamed_experts.hpp"
+
+inline int ds41_decode_gguf(int argc, char** argv) {
+  auto usage = [](const std::string& msg) {
+    std::fprintf(stderr, "ds41-decode: %s (usage: ds41-decode --gguf FIRST_SHARD [--prompt 1,2,3] [--tokens N] "
+                 "[--cache-experts N])\n", msg.c_str());
+    return 2;
+  };
+  auto count = [](const std::string& v, long* out) {
+    if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stol(v);
+    return true;
+  };
+  std::string path, prompt_arg = "0,1,2,3";
+  long n_tokens = 16, cache_experts = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage(a + " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--gguf") path = v;
+    else if (a == "--prompt") prompt_arg = v;
+    else if (a == "--tokens") { if (!count(v, &n_tokens) || n_tokens < 1) return usage("--tokens: not a count: " + v); }
+    else if (a == "--cache-experts") { if (!count(v, &cache_experts) || cache_experts < 1) return usage("--cache-experts: not a count: " + v); }
+    else return usage("unknown argument " + a);
+  }
+  std::vector<int32_t> prompt;
+  std::stringstream ss(prompt_arg);
+  for (std::string item; std::getline(ss, item, ',');) {
+    long t = 0;
+    if (!count(item, &t)) return usage("--prompt: not a token id: '" + item + "'");
+    prompt.push_back(static_cast<int32_t>(t));
+  }
+  try {
+    using HB = ds41::HostBackend;
+    auto t0 = std::chrono::steady_clock::now();
+    ds41::GgufWeights w(path, [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); });
+    const ds41::ModelConfig& c = w.config();
+    std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", path.c_str(),
+                c.n_layers, c.dim, c.hc_mult, c.n_routed_experts, c.n_activated_experts, c.vocab_size,
+                w.shards().shard_count());
+    if (static_cast<long>(prompt.size()) + n_tokens > c.max_seq_len)
+      return usage("prompt + --tokens exceed the model's max_seq_len " + std::to_string(c.max_seq_len));
+    ds41::StreamOptions opt;
+    opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
+    ds41::StreamedExperts<HB>::Cache cache(w, opt);
+    std::printf("loading dense weights (experts streamed, cache of %ld experts)...\n", cache.capacity());
+    std::fflush(stdout);
+    ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
+    auto t1 = std::chrono::steady_clock::now();
+    std::printf("loaded in %.3f s\nprompt (%zu):", std::chrono::duration<double>(t1 - t0).count(), prompt.size());
+    for (int32_t t : prompt) std::printf(" %d", t);
+    std::printf("\n");
+    ds41::StepResult r = model.prefill(prompt);
+    auto t2 = std::chrono::steady_clock::now();
+    std::vector<int32_t> out{r.argmax};
+    for (long i = 1; i < n_tokens; ++i) out.push_back(model.decode(out.back()).argmax);
+    auto t3 = std::chrono::steady_clock::now();
+    model.release();
+    std::printf("generated (%zu):", out.size());
+    for (int32_t t : out) std::printf(" %d", t);
+    const double pre_s = std::chrono::duration<double>(t2 - t1).count(), dec_s = std::chrono::duration<double>(t3 - t2).count();
+    std::printf("\nprefill: %zu tokens in %.3f ms\n", prompt.size(), pre_s * 1e3);
+    if (n_tokens > 1) std::printf("decode: %ld tokens in %.3f ms (%.0f tokens/s)\n", n_tokens - 1, dec_s * 1e3, (n_tokens - 1) / dec_s);
+    const ds41::ExpertCounters k = cache.counters();
+    std::printf("expert cache: %lu hits, %lu misses, %lu prefetch hits (prefetch hit rate %.2f), %lu bytes read\n",
+                static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),
+                static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(), static_cast<unsigned long>(k.bytes_read));
+    return 0;
+  } catch (const ds41::Error& e) {
+    std::fprintf(stderr, "ds41-decode: %s\n", e.what());
+    return 2;
+  }
+}

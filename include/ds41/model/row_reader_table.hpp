@@ -1,0 +1,96 @@
+// ds41/model/row_reader_table.hpp — RowReaderTable, the engram Table policy for tables too large
+// to hold: each row is read with pread from its GGUF shard when a token's hash names it (a DS41_FP8_ROW
+// row is self-contained: codes then e8m0 scales), through a small LRU row cache. The table is never
+// loaded whole.
+//
+//   ds41::Model<B, Experts, ds41::RowReaderTable<B>> model(w.config(), w /* GgufWeights */, ...);
+#pragma once
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include "../io/gguf_weights.hpp"
+#include "config.hpp"
+
+namespace ds41 {
+
+struct RowCacheCounters {
+  uint64_t hits = 0, misses = 0, bytes_read = 0;
+};
+
+template <class B>
+class RowReaderTable {
+ public:
+  static constexpr long kDefaultCacheRows = 4096;
+
+  RowReaderTable() = default;
+  RowReaderTable(const WeightSource& w, const std::string& p, long rows, int head_dim,
+                 long cache_rows = kDefaultCacheRows)
+      : rows_(rows), hd_(head_dim), cache_rows_(cache_rows) {
+    const auto* gw = dynamic_cast<const GgufWeights*>(&w);
+    DS41_CHECK(gw, "engram table '", p, "embed.weight': RowReaderTable reads rows from GGUF files; its weights must be a GgufWeights");
+    auto [ref, t] = gw->locate(p + "embed.weight");
+    DS41_CHECK(t->type == gguf::TensorType::kDs41Fp8Row, "gguf ", gw->shards().shard(t->shard).path(), ": tensor '",
+               t->name, "' has type ", gguf::tensor_type_name(t->type), ", a row-read engram table needs DS41_FP8_ROW");
+    const std::vector<long> shape = t->shape();
+    DS41_CHECK(shape == (std::vector<long>{rows, head_dim}), "gguf ", gw->shards().path(), ": tensor '", t->name,
+               "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", rows, ", ", head_dim, "]");
+    shards_ = gw->shared_shards();
+    shard_ = t->shard;
+    offset_ = t->offset;
+    row_bytes_ = static_cast<uint64_t>(head_dim) + head_dim / 32;
+    counters_ = std::make_shared<RowCacheCounters>();
+  }
+  long rows() const { return rows_; }
+  const RowCacheCounters& counters() const { return *counters_; }
+
+  /// out[i, :] = bf16(code · scale) for ids[i] (ids and out on the backend), as ResidentTable.
+  void gather(const int32_t* ids, long n, float* out) const {
+    std::vector<int32_t> h_ids(n);
+    B::download(h_ids.data(), ids, n);
+    std::vector<float> h_out(static_cast<size_t>(n) * hd_);
+    for (long i = 0; i < n; ++i) {
+      const std::vector<float>& row = fetch(h_ids[i]);
+      std::copy(row.begin(), row.end(), h_out.begin() + i * hd_);
+    }
+    B::upload(out, h_out.data(), h_out.size());
+  }
+
+ private:
+  /// Row r dequantised to bf16 values, from the cache or the file.
+  const std::vector<float>& fetch(long r) const {
+    DS41_CHECK(r >= 0 && r < rows_, "engram: row ", r, " outside the table [0, ", rows_, ")");
+    if (auto it = where_.find(r); it != where_.end()) {
+      order_.splice(order_.end(), order_, it->second);
+      ++counters_->hits;
+      return it->second->second;
+    }
+    ++counters_->misses;
+    std::vector<uint8_t> raw(row_bytes_);
+    shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
+    counters_->bytes_read += row_bytes_;
+    std::vector<float> v(hd_);
+    for (int d = 0; d < hd_; ++d) v[d] = bf16_round(e4m3_decode(raw[d]) * gguf::e8m0_to_f32(raw[hd_ + d / 32]));
+    if (static_cast<long>(order_.size()) >= cache_rows_ && !order_.empty()) {
+      where_.erase(order_.front().first);
+      order_.pop_front();
+    }
+    order_.emplace_back(r, std::move(v));
+    where_[r] = std::prev(order_.end());
+    return order_.back().second;
+  }
+
+  long rows_ = 0;
+  int hd_ = 0;
+  long cache_rows_ = kDefaultCacheRows;
+  std::shared_ptr<const gguf::GgufShards> shards_;
+  int shard_ = 0;
+  uint64_t offset_ = 0, row_bytes_ = 0;
+  std::shared_ptr<RowCacheCounters> counters_;
+  // the cache changes under gather(), which EngramT calls from a const forward
+  mutable std::list<std::pair<long, std::vector<float>>> order_;
+  mutable std::unordered_map<long, std::list<std::pair<long, std::vector<float>>>::iterator> where_;
+};
+
+}  // namespace ds41

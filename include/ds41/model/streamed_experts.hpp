@@ -1,0 +1,410 @@
+// ds41/model/streamed_experts.hpp — the StreamedExperts ExpertStore policy: routed experts read
+// on demand from GGUF shards into a bounded cache shared by every layer of a model.
+//
+//   ExpertSliceMap  where expert e of layer l lives: llama.cpp stores a layer's routed experts
+//                   as three merged [E, rows, cols] tensors, so each of w1/w2/w3 is one
+//                   contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps
+//   StagingRing     slots of raw expert bytes filled by pread (page-locked when the backend has
+//                   B::alloc_pinned); a background thread serves prefetch requests into it
+//   ExpertArena     slots of backend-resident ExpertWeights, reused as experts come and go
+//   ExpertLru       which (layer, expert) sits in which arena slot, least recently used first
+//   ExpertCache     the above, shared by all layers; counters: hits, misses, prefetch hits, bytes
+//
+// Prefetch: MoeT of layer L runs layer L+1's router on its own MoE input and hands the experts it
+// names to StreamedExperts::prefetch, which queues their reads; when layer L+1 asks for one
+// still in the ring (read or being read) that is a prefetch hit. The arena is touched only by
+// the calling thread, and one expert is used at a time, so eviction never frees weights in use.
+#pragma once
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#include "../backend/host_buffer.hpp"
+#include "../io/gguf_weights.hpp"
+#include "moe.hpp"
+
+namespace ds41 {
+
+struct StreamOptions {
+  long capacity_experts = 0;    // arena slots; 0: derive from capacity_bytes
+  uint64_t capacity_bytes = 0;  // arena budget in bytes of converted expert weights
+  int staging_slots = 16;       // raw expert buffers for reads in flight or waiting to be used
+  bool background = true;       // prefetch reads on a worker thread (false: read at prefetch time)
+};
+
+struct ExpertCounters {
+  uint64_t hits = 0;            // found in the arena
+  uint64_t misses = 0;          // read synchronously when asked for
+  uint64_t prefetch_hits = 0;   // found in the staging ring because a prefetch had started it
+  uint64_t prefetch_issued = 0; // reads queued by prefetch
+  uint64_t prefetch_dropped = 0;// predictions never used (their staging slot was recycled)
+  uint64_t bytes_read = 0;      // bytes read from the shards for experts
+  double prefetch_hit_rate() const {
+    const uint64_t asked = misses + prefetch_hits;
+    return asked ? static_cast<double>(prefetch_hits) / static_cast<double>(asked) : 0.0;
+  }
+};
+
+/// Where every routed expert's three matrices live in the shards.
+class ExpertSliceMap {
+ public:
+  struct Slice {
+    int shard = 0;
+    uint64_t offset = 0, bytes = 0;
+    gguf::TensorType type = gguf::TensorType::kF32;
+    std::vector<long> shape;  // [rows, cols]
+  };
+  struct Expert {
+    Slice w[3];  // w1 (gate), w2 (down), w3 (up)
+    uint64_t bytes = 0;
+  };
+
+  ExpertSliceMap() = default;
+  ExpertSliceMap(const gguf::GgufShards& s, const ModelConfig& c) : experts_(c.n_routed_experts) {
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::vector<Expert> layer(c.n_routed_experts);
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = gguf::blk(l, gguf::expert_tensor(k + 1));
+        const gguf::TensorInfo* t = s.find(name);
+        DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", name, "'");
+        const std::vector<long> shape = t->shape();
+        DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
+                   "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
+        for (int e = 0; e < c.n_routed_experts; ++e) {
+          Slice& sl = layer[e].w[k];
+          sl.shard = t->shard;
+          sl.bytes = t->bytes / shape[0];
+          sl.offset = t->offset + sl.bytes * e;
+          sl.type = t->type;
+          sl.shape = {shape[1], shape[2]};
+          layer[e].bytes += sl.bytes;
+        }
+      }
+      layers_.push_back(std::move(layer));
+    }
+  }
+  const Expert& at(int layer, int e) const { return layers_.at(layer).at(e); }
+  int layers() const { return static_cast<int>(layers_.size()); }
+  int experts() const { return experts_; }
+  uint64_t max_expert_bytes() const {
+    uint64_t m = 0;
+    for (const auto& l : layers_)
+      for (const Expert& e : l) m = std::max(m, e.bytes);
+    return m;
+  }
+
+ private:
+  int experts_ = 0;
+  std::vector<std::vector<Expert>> layers_;
+};
+
+/// (layer, expert) → arena slot, least recently used at the front.
+class ExpertLru {
+ public:
+  using Key = std::pair<int, int>;
+  explicit ExpertLru(long capacity = 0) : capacity_(capacity) {}
+  long capacity() const { return capacity_; }
+  long size() const { return static_cast<long>(where_.size()); }
+  /// Slot of `k` (and mark it most recently used), or -1.
+  long find(const Key& k) {
+    auto it = where_.find(k);
+    if (it == where_.end()) return -1;
+    order_.splice(order_.end(), order_, it->second.second);
+    return it->second.first;
+  }
+  bool contains(const Key& k) const { return where_.count(k) != 0; }
+  /// A slot for `k`: a free one, else the least recently used one's (which is forgotten).
+  long insert(const Key& k) {
+    long slot;
+    if (size() < capacity_) {
+      slot = size();
+    } else {
+      const Key victim = order_.front();
+      slot = where_.at(victim).first;
+      where_.erase(victim);
+      order_.pop_front();
+    }
+    order_.push_back(k);
+    where_[k] = {slot, std::prev(order_.end())};
+    return slot;
+  }
+
+ private:
+  long capacity_;
+  std::list<Key> order_;
+  std::map<Key, std::pair<long, std::list<Key>::iterator>> where_;
+};
+
+/// Backend-resident expert slots; a slot's buffers are reused when the next expert has the same sizes.
+template <class B>
+class ExpertArena {
+ public:
+  explicit ExpertArena(long slots = 0) : slots_(slots) {}
+  const ExpertWeights<B>& at(long slot) const { return slots_.at(slot); }
+  void fill(long slot, const std::array<HostTensor, 3>& w) {
+    ExpertWeights<B>& ew = slots_.at(slot);
+    Matrix<B>* m[3] = {&ew.w1, &ew.w2, &ew.w3};
+    for (int k = 0; k < 3; ++k) put(*m[k], w[k]);
+  }
+
+ private:
+  static void put(Matrix<B>& m, const HostTensor& t) {
+    if (m.payload.size() != t.payload.size()) m.payload = B::template alloc<uint8_t>(t.payload.size());
+    B::upload(m.payload.data(), t.payload.data(), t.payload.size());
+    if (!t.scales.empty()) {
+      if (m.scales.size() != t.scales.size()) m.scales = B::template alloc<float>(t.scales.size());
+      B::upload(m.scales.data(), t.scales.data(), t.scales.size());
+    }
+    m.v.format = t.format;
+    m.v.rows = static_cast<int>(t.shape[0]);
+    m.v.cols = static_cast<int>(t.shape[1]);
+    m.v.data = m.payload.data();
+    m.v.scales = t.scales.empty() ? nullptr : m.scales.data();
+  }
+  std::vector<ExpertWeights<B>> slots_;
+};
+
+/// Host staging memory: page-locked when the backend offers B::alloc_pinned (CUDA), else plain.
+template <class B, class = void>
+struct StagingAlloc {
+  static HostBuffer<uint8_t> alloc(size_t n) { return HostBuffer<uint8_t>(n); }
+};
+template <class B>
+struct StagingAlloc<B, std::void_t<decltype(B::template alloc_pinned<uint8_t>(size_t{1}))>> {
+  static auto alloc(size_t n) { return B::template alloc_pinned<uint8_t>(n); }
+};
+template <class B>
+auto alloc_staging(size_t n) {
+  return StagingAlloc<B>::alloc(n);
+}
+
+/// The expert cache one model shares across its layers.
+template <class B>
+class ExpertCache {
+ public:
+  using Key = ExpertLru::Key;
+
+  ExpertCache(const GgufWeights& w, const StreamOptions& o = {})
+      : shards_(w.shared_shards()), map_(*shards_, w.config()), opt_(o) {
+    const uint64_t per = map_.max_expert_bytes();
+    long cap = o.capacity_experts;
+    if (cap <= 0 && o.capacity_bytes > 0) cap = static_cast<long>(o.capacity_bytes / std::max<uint64_t>(per, 1));
+    DS41_CHECK(cap >= 1, "expert cache: capacity must hold at least one expert (", per, " bytes); got ",
+               o.capacity_experts, " experts / ", o.capacity_bytes, " bytes");
+    DS41_CHECK(o.staging_slots >= 1, "expert cache: staging_slots must be >= 1");
+    lru_ = ExpertLru(cap);
+    arena_ = ExpertArena<B>(cap);
+    for (int i = 0; i < o.staging_slots; ++i) ring_.push_back(Staged{alloc_staging<B>(per)});
+    if (o.background) worker_ = std::thread([this] { serve(); });
+  }
+  ~ExpertCache() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  const ExpertSliceMap& slices() const { return map_; }
+  long capacity() const { return lru_.capacity(); }
+  ExpertCounters counters() const {
+    std::lock_guard<std::mutex> g(mu_);
+    ExpertCounters c = counters_;
+    c.bytes_read = bytes_read_.load();
+    return c;
+  }
+  void reset_counters() {
+    std::lock_guard<std::mutex> g(mu_);
+    counters_ = {};
+    bytes_read_ = 0;
+  }
+
+  /// Expert e of `layer`, resident in backend memory until a later get() evicts it.
+  const ExpertWeights<B>& get(int layer, int e) {
+    const Key k{layer, e};
+    if (long slot = lru_.find(k); slot >= 0) {
+      std::lock_guard<std::mutex> g(mu_);
+      ++counters_.hits;
+      return arena_.at(slot);
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    int s = find_staged(k);
+    if (s >= 0) {
+      ++counters_.prefetch_hits;
+      cv_.wait(lk, [&] { return ring_[s].state == State::kReady; });
+    } else {
+      ++counters_.misses;
+      cv_.wait(lk, [&] { return (s = free_slot(true)) >= 0; });
+      ring_[s].key = k;
+      ring_[s].state = State::kReading;
+      lk.unlock();
+      read_into(ring_[s], k);
+      lk.lock();
+      ring_[s].state = State::kReady;
+    }
+    ring_[s].state = State::kBusy;  // converting: no one may recycle it
+    lk.unlock();
+    const long slot = lru_.insert(k);
+    arena_.fill(slot, decode(ring_[s], k));  // ring slot kBusy: safe to read without the lock
+    lk.lock();
+    ring_[s].state = State::kFree;
+    cv_.notify_all();
+    return arena_.at(slot);
+  }
+
+  /// Start reading the experts of `layer` that are neither resident nor already staged.
+  void prefetch(int layer, const std::vector<int>& experts) {
+    for (int e : experts) {
+      const Key k{layer, e};
+      if (lru_.contains(k)) continue;
+      std::unique_lock<std::mutex> lk(mu_);
+      if (find_staged(k) >= 0) continue;
+      const int s = free_slot(false);
+      if (s < 0) continue;  // every slot busy: drop the hint rather than stall the layer
+      ++counters_.prefetch_issued;
+      ring_[s].key = k;
+      if (!opt_.background) {
+        ring_[s].state = State::kReading;
+        lk.unlock();
+        read_into(ring_[s], k);
+        lk.lock();
+        ring_[s].state = State::kReady;
+        ring_[s].prefetched = true;
+        continue;
+      }
+      ring_[s].state = State::kQueued;
+      ring_[s].prefetched = true;
+      queue_.push_back(s);
+      cv_.notify_all();
+    }
+  }
+
+ private:
+  enum class State { kFree, kQueued, kReading, kReady, kBusy };
+  using StagingBuf = decltype(alloc_staging<B>(0));
+  struct Staged {
+    StagingBuf buf;
+    Key key{-1, -1};
+    State state = State::kFree;
+    bool prefetched = false;
+    uint64_t age = 0;
+  };
+
+  int find_staged(const Key& k) const {
+    for (size_t i = 0; i < ring_.size(); ++i)
+      if (ring_[i].state != State::kFree && ring_[i].state != State::kBusy && ring_[i].key == k) return static_cast<int>(i);
+    return -1;
+  }
+  /// A free slot, else the oldest ready prefetch nobody asked for (it was mispredicted).
+  int free_slot(bool) {
+    int best = -1;
+    for (size_t i = 0; i < ring_.size(); ++i) {
+      if (ring_[i].state == State::kFree) {
+        ring_[i].age = ++clock_;
+        ring_[i].prefetched = false;
+        return static_cast<int>(i);
+      }
+      if (ring_[i].state == State::kReady && (best < 0 || ring_[i].age < ring_[best].age)) best = static_cast<int>(i);
+    }
+    if (best >= 0) {
+      ++counters_.prefetch_dropped;
+      ring_[best].age = ++clock_;
+      ring_[best].prefetched = false;
+    }
+    return best;
+  }
+  void read_into(Staged& st, const Key& k) {
+    const ExpertSliceMap::Expert& ex = map_.at(k.first, k.second);
+    uint64_t at = 0;
+    for (const auto& sl : ex.w) {
+      shards_->read(sl.shard, st.buf.data() + at, sl.bytes, sl.offset, "expert slice");
+      at += sl.bytes;
+    }
+    bytes_read_ += ex.bytes;
+  }
+  std::array<HostTensor, 3> decode(const Staged& st, const Key& k) const {
+    const ExpertSliceMap::Expert& ex = map_.at(k.first, k.second);
+    std::array<HostTensor, 3> out;
+    uint64_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto& sl = ex.w[i];
+      out[i] = gguf::decode_tensor(sl.type, sl.shape, st.buf.data() + at, sl.bytes, gguf::Part::kWhole,
+                                   "expert " + std::to_string(k.second) + " of layer " + std::to_string(k.first));
+      at += sl.bytes;
+    }
+    return out;
+  }
+  void serve() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      const int s = queue_.front();
+      queue_.pop_front();
+      if (ring_[s].state != State::kQueued) continue;
+      ring_[s].state = State::kReading;
+      const Key k = ring_[s].key;
+      lk.unlock();
+      try {
+        read_into(ring_[s], k);
+      } catch (...) {
+        // a failed prefetch is not fatal: the slot is freed and get() reads (and reports) again
+        lk.lock();
+        ring_[s].state = State::kFree;
+        cv_.notify_all();
+        continue;
+      }
+      lk.lock();
+      ring_[s].state = State::kReady;
+      cv_.notify_all();
+    }
+  }
+
+  std::shared_ptr<const gguf::GgufShards> shards_;
+  ExpertSliceMap map_;
+  StreamOptions opt_;
+  ExpertLru lru_;
+  ExpertArena<B> arena_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Staged> ring_;
+  std::deque<int> queue_;
+  uint64_t clock_ = 0;
+  bool stop_ = false;
+  ExpertCounters counters_;
+  std::atomic<uint64_t> bytes_read_{0};
+  std::thread worker_;
+};
+
+/// ExpertStore policy: one layer's view of a model-wide ExpertCache.
+template <class B>
+class StreamedExperts {
+ public:
+  using Cache = ExpertCache<B>;
+  static constexpr bool kPrefetches = true;
+
+  StreamedExperts() = default;
+  StreamedExperts(const ModelConfig& c, const WeightSource&, int layer, Cache& cache) : cache_(&cache), layer_(layer) {
+    DS41_CHECK(cache.slices().layers() == c.n_layers && cache.slices().experts() == c.n_routed_experts,
+               "streamed experts: the cache's file has ", cache.slices().layers(), " layers of ",
+               cache.slices().experts(), " experts, the config ", c.n_layers, " of ", c.n_routed_experts);
+  }
+  void prefetch(const std::vector<int>& experts) { cache_->prefetch(layer_, experts); }
+  const ExpertWeights<B>& get(int e) { return cache_->get(layer_, e); }
+
+ private:
+  Cache* cache_ = nullptr;
+  int layer_ = 0;
+};
+
+}  // namespace ds41
