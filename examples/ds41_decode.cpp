@@ -16,8 +16,9 @@
 #define DS41_DEFAULT_GOLDEN "golden/ds41_tiny_golden.json"
 #endif
 
+// bad input: exit code 2 and one line on stderr
 static int usage(const std::string& msg) {
-  std::fprintf(stderr, "ds41-decode: %s\nusage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]\n",
+  std::fprintf(stderr, "ds41-decode: %s (usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N])\n",
                msg.c_str());
   return 2;
 }
@@ -35,8 +36,13 @@ int main(int argc, char** argv) {
     else if (a == "--tokens") {
       std::string v = argv[++i];
       if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) return usage("--tokens: not a count: " + v);
+      if (v.size() > 9) return usage("--tokens: too many: " + v);
       n_tokens = std::stol(v);
-    } else if (a == "-h" || a == "--help") return usage("help"), 0;
+      if (n_tokens < 1) return usage("--tokens must be at least 1");
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]\n");
+      return 0;
+    }
     else return usage("unknown argument " + a);
   }
   try {
@@ -49,6 +55,7 @@ int main(int argc, char** argv) {
       while (std::getline(ss, item, ',')) {
         if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
           return usage("--prompt: not a token id: '" + item + "'");
+        if (item.size() > 9) return usage("--prompt: token id too large: " + item);
         prompt.push_back(static_cast<int32_t>(std::stol(item)));
       }
     }

@@ -30,9 +30,13 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+constexpr const char* kUsage =
+    "usage: ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...] "
+    "[--quiet] [--verbose] [--force-inputs]";
+
+// bad input: exit code 2 and one line on stderr
 int usage(const char* msg) {
-  std::fprintf(stderr, "ds41-golden: %s\nusage: ds41-golden GOLDEN.json [--backend host|cuda] "
-                       "[--steps prefill,decode0,...] [--layers 0,1,...] [--quiet] [--verbose] [--force-inputs]\n", msg);
+  std::fprintf(stderr, "ds41-golden: %s (%s)\n", msg, kUsage);
   return 2;
 }
 
@@ -89,7 +93,7 @@ int main(int argc, char** argv) {
       else if (a == "--quiet") quiet = true;
       else if (a == "--verbose") verbose = true;
       else if (a == "--force-inputs") force = true;
-      else if (a == "-h" || a == "--help") return usage("help"), 0;
+      else if (a == "-h" || a == "--help") return std::printf("%s\n", kUsage), 0;
       else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
       else if (path.empty()) path = a;
       else return usage(("unexpected argument " + a).c_str());

@@ -2,9 +2,15 @@
 # Installs what building ds41 needs on a fresh Debian machine (only the packages that are
 # missing): a C++20 compiler, CMake, nlohmann/json, doctest, Google Benchmark. The CUDA toolkit is
 # optional (nvcc on PATH turns the device path on).
+#   scripts/setup.sh               build + test dependencies
+#   scripts/setup.sh --sanitizers  also clang and its runtimes (ASan/UBSan/LSan, libFuzzer)
 set -euo pipefail
+pkgs=(g++ cmake make nlohmann-json3-dev doctest-dev libbenchmark-dev)
+if [ "${1:-}" = "--sanitizers" ]; then
+  pkgs+=(clang libclang-rt-14-dev)
+fi
 need=()
-for pkg in g++ cmake make nlohmann-json3-dev doctest-dev libbenchmark-dev; do
+for pkg in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if ((${#need[@]})); then

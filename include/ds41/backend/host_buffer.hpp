@@ -15,8 +15,8 @@ class HostBuffer {
   explicit HostBuffer(size_t n) : n_(n) {
     if (n == 0) return;
     size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw std::bad_alloc();
+    // aligned operator new (throws std::bad_alloc): an application's allocator hooks see it
+    void* p = ::operator new(bytes, std::align_val_t(64));
     std::memset(p, 0, bytes);
     p_.reset(static_cast<T*>(p));
   }
@@ -29,7 +29,7 @@ class HostBuffer {
 
  private:
   struct Free {
-    void operator()(T* p) const { std::free(p); }
+    void operator()(T* p) const { ::operator delete(p, std::align_val_t(64)); }
   };
   std::unique_ptr<T, Free> p_;
   size_t n_ = 0;

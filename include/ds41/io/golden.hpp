@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "../core/error.hpp"
 #include "../model/config.hpp"
@@ -223,12 +224,15 @@ inline Capture parse_capture(const Reader& r, const json& j, const std::string& 
   c.ck = r.num(j, "ck", where);
   long prod = 1;
   for (long d : c.shape) {
-    DS41_CHECK(d >= 0, "golden ", r.file(), ": '", where, ".shape' has a negative dimension");
+    DS41_CHECK(d >= 0 && d <= (1L << 31), "golden ", r.file(), ": '", where, ".shape' has a dimension ", d,
+               " outside [0, 2^31]");
+    DS41_CHECK(d == 0 || prod <= (1L << 40) / d, "golden ", r.file(), ": '", where, ".shape' holds more than 2^40 elements");
     prod *= d;
   }
   DS41_CHECK(prod == c.n, "golden ", r.file(), ": '", where, ".n' = ", c.n, " but shape ",
              shape_str({c.shape.begin(), c.shape.end()}), " holds ", prod);
-  DS41_CHECK(c.stride >= 1, "golden ", r.file(), ": '", where, ".stride' = ", c.stride, " must be >= 1");
+  DS41_CHECK(c.stride >= 1 && c.stride <= (1L << 40), "golden ", r.file(), ": '", where, ".stride' = ", c.stride,
+             " must be in [1, 2^40]");
   const json& d = r.req(j, "data", where);
   DS41_CHECK(d.is_array(), "golden ", r.file(), ": '", where, ".data' is not a list");
   const long expect = (c.n + c.stride - 1) / c.stride;
@@ -242,13 +246,12 @@ inline Capture parse_capture(const Reader& r, const json& j, const std::string& 
   return c;
 }
 
-/// Load and check a golden file. Throws ds41::Error naming the file and the key on any problem.
-inline Golden load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DS41_CHECK(in.good(), "golden ", path, ": cannot open file");
+/// Parse and check a golden held in memory; `path` names it in messages. Throws ds41::Error
+/// naming the file and the key on any problem.
+inline Golden parse(std::string_view text, const std::string& path) {
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text.begin(), text.end());
   } catch (const std::exception& ex) {
     fail("golden ", path, ": not valid JSON (", ex.what(), ")");
   }
@@ -278,6 +281,12 @@ inline Golden load(const std::string& path) {
     ParamRule p;
     p.name = r.str(params[i], "name", where);
     p.shape = r.int_list<long>(params[i], "shape", where);
+    long numel = 1;
+    for (long d : p.shape) {
+      DS41_CHECK(d > 0 && d <= (1L << 31) && numel <= (1L << 36) / d, "golden ", path, ": '", where,
+                 ".shape' = ", shape_str({p.shape.begin(), p.shape.end()}), " is not a plausible parameter shape");
+      numel *= d;
+    }
     p.param_dtype = r.str(params[i], "param_dtype", where);
     p.storage = r.str(params[i], "storage", where);
     p.scale = r.num(params[i], "scale", where);
@@ -312,6 +321,15 @@ inline Golden load(const std::string& path) {
     g.steps.push_back(std::move(s));
   }
   return g;
+}
+
+/// Load and check a golden file.
+inline Golden load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DS41_CHECK(in.good(), "golden ", path, ": cannot open file");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  DS41_CHECK(!in.bad(), "golden ", path, ": read error");
+  return parse(text, path);
 }
 
 // ------------------------------------------------------------------------------------ weights

@@ -89,7 +89,10 @@ struct ModelConfig {
   /// Rejects configurations the reference cannot run (or this library does not model), naming the
   /// field and value.
   void validate() const {
-    auto pos = [](const char* f, long v) { DS41_CHECK(v > 0, "config: ", f, " must be > 0, got ", v); };
+    // upper bounds keep every derived size far from overflow (the released model is far below them)
+    auto pos = [](const char* f, long v) {
+      DS41_CHECK(v > 0 && v <= (1L << 24), "config: ", f, " must be in [1, 2^24], got ", v);
+    };
     pos("dim", dim);
     pos("vocab_size", vocab_size);
     pos("n_layers", n_layers);
@@ -104,6 +107,17 @@ struct ModelConfig {
     pos("moe_inter_dim", moe_inter_dim);
     pos("o_groups", o_groups);
     pos("o_lora_rank", o_lora_rank);
+    DS41_CHECK(hc_mult <= 64 && hc_sinkhorn_iters >= 1 && hc_sinkhorn_iters <= 1000,
+               "config: hc_mult must be in [1, 64] and hc_sinkhorn_iters in [1, 1000], got ", hc_mult, " / ",
+               hc_sinkhorn_iters);
+    DS41_CHECK(index_n_heads >= 0 && index_head_dim >= 0 && index_topk >= 0 && index_n_heads <= (1 << 16) &&
+                   index_head_dim <= (1 << 16) && index_topk <= (1 << 24),
+               "config: index_n_heads / index_head_dim / index_topk out of range");
+    DS41_CHECK(engram_max_ngram_size >= 0 && engram_max_ngram_size <= 64 && engram_n_heads >= 0 &&
+                   engram_n_heads <= 1024 && engram_head_dim >= 0 && engram_head_dim <= (1 << 16),
+               "config: engram sizes out of range");
+    DS41_CHECK(candidate_topk_blocks >= 0 && candidate_block_size >= 0 && candidate_block_size <= (1 << 24),
+               "config: candidate prefilter sizes out of range");
     DS41_CHECK(n_shared_experts == 1, "config: n_shared_experts must be 1 (as the reference asserts), got ",
                n_shared_experts);
     DS41_CHECK(n_routed_experts <= 1024 && n_activated_experts <= 64,

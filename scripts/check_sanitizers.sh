@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The reliability leg of CI: the host test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+# (+ LeakSanitizer), then every libFuzzer target for a bounded time on its seed corpus.
+#   scripts/check_sanitizers.sh [FUZZ_SECONDS]     (default 60 per target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzz_seconds="${1:-60}"
+./scripts/setup.sh --sanitizers
+CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS41_SANITIZE=ON \
+  -DDS41_BUILD_FUZZERS=ON -DDS41_ENABLE_CUDA=OFF -DDS41_BUILD_BENCHMARKS=OFF
+cmake --build build-sanitize -j2
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-sanitize --output-on-failure
+for target in fuzz_golden fuzz_gguf; do
+  corpus="build-sanitize/fuzz/corpus_${target#fuzz_}"
+  mkdir -p "$corpus"
+  echo "fuzz: $target for ${fuzz_seconds}s"
+  ./build-sanitize/fuzz/$target "$corpus" "fuzz/corpus/${target#fuzz_}" -max_total_time="$fuzz_seconds" \
+    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 2>&1 | tail -n 12
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $target failed"; exit 1; }
+done
