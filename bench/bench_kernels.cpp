@@ -1,79 +1,247 @@
-// Host microbenchmarks: a streaming-read bandwidth reference, the weight-streaming GEMV of each
-// format at DeepSeek-V4.1-Flash shapes, and the tiny model's decode step. Counters report bytes/s
-// (and FLOP/s) so every number can be read against the bandwidth measured in the same run.
-#include <benchmark/benchmark.h>
-#include <cstdint>
+// Host microbenchmarks, one per kernel, at DeepSeek-V4.1-Flash shapes (dim 5120, 64 heads x 512,
+// q rank 1280, o 8 groups x 1024, 384 experts top 6 x 2304, index 32 heads x 128 top 512, window
+// 128) with synthetic weights, plus the tiny fixture's decode step. BM_StreamRead is the bandwidth
+// reference: read every bytes_per_second here as a fraction of it (same run, same threads).
+//
+//   ./build/bench/bench_kernels [--benchmark_filter=Gemv]      (DS41_HOST_THREADS=n to pin threads)
+#include <cmath>
 #include <numeric>
-#include <random>
-#include <vector>
+#include "bench_common.hpp"
+#include "ds41/core/sinkhorn.hpp"
+#include "ds41/core/topk.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden.hpp"
+#include "ds41/model/ops.hpp"
 
 using namespace ds41;
+using namespace ds41::bench;
 
 namespace {
 
-// Streaming read of a buffer far larger than the last-level cache.
-void BM_MemoryReadBandwidth(benchmark::State& st) {
-  const size_t n = static_cast<size_t>(st.range(0)) << 20 >> 3;  // MiB -> uint64 words
-  std::vector<uint64_t> buf(n);
-  std::iota(buf.begin(), buf.end(), 1);
-  for (auto _ : st) {
-    uint64_t acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;
-    for (size_t i = 0; i + 4 <= n; i += 4) {
-      acc0 += buf[i];
-      acc1 += buf[i + 1];
-      acc2 += buf[i + 2];
-      acc3 += buf[i + 3];
-    }
-    benchmark::DoNotOptimize(acc0 + acc1 + acc2 + acc3);
-  }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * n * 8);
-}
-BENCHMARK(BM_MemoryReadBandwidth)->Arg(512)->Unit(benchmark::kMillisecond);
+constexpr int kDim = 5120, kHeads = 64, kHeadDim = 512, kQRank = 1280, kOGroups = 8, kORank = 1024;
+constexpr int kExperts = 384, kTopK = 6, kInter = 2304, kRopeDim = 64, kHc = 4;
+constexpr int kIndexHeads = 32, kIndexDim = 128, kIndexTopK = 512;
 
-HostTensor random_matrix(WeightFormat f, int rows, int cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  HostTensor t;
-  t.shape = {rows, cols};
-  t.format = f;
-  size_t bytes = f == WeightFormat::kBF16 ? size_t(rows) * cols * 2
-               : f == WeightFormat::kF32 ? size_t(rows) * cols * 4
-               : f == WeightFormat::kFp8Block32 ? size_t(rows) * cols : size_t(rows) * cols / 2;
-  t.payload.resize(bytes);
-  for (auto& b : t.payload) b = static_cast<uint8_t>(byte(rng) & (f == WeightFormat::kFp8Block32 ? 0x77 : 0xFF));
-  if (f == WeightFormat::kBF16) {  // keep values finite
-    auto* p = reinterpret_cast<uint16_t*>(t.payload.data());
-    for (size_t i = 0; i < size_t(rows) * cols; ++i) p[i] = bf16_bits((byte(rng) - 128) / 1024.0f);
-  }
-  if (f == WeightFormat::kFp8Block32) t.scales.assign(size_t((rows + 31) / 32) * ((cols + 31) / 32), 0.01f);
-  if (f == WeightFormat::kFp4Block32) t.scales.assign(size_t(rows) * ((cols + 31) / 32), 0.01f);
-  return t;
-}
+BENCHMARK(BM_StreamRead)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// y = W x for one token: the decode GEMV, weight-streaming bound. Args: rows, cols.
+// y = W x for T input rows: T = 1 is the decode GEMV (weight-streaming bound), T = 16 a small GEMM.
+// Args: rows, cols, T.
 template <WeightFormat F>
-void BM_Gemv(benchmark::State& st) {
-  const int rows = static_cast<int>(st.range(0)), cols = static_cast<int>(st.range(1));
+void BM_Linear(benchmark::State& st) {
+  const long rows = st.range(0), cols = st.range(1), T = st.range(2);
   HostTensor w = random_matrix(F, rows, cols, 1);
   Matrix<HostBackend> m(w);
-  std::vector<float> x(cols), y(rows);
-  for (int i = 0; i < cols; ++i) x[i] = bf16_round(std::sin(0.1f * i));
+  std::vector<float> x = random_activations(T * cols, 2), y(T * rows);
   for (auto _ : st) {
-    HostBackend::linear(x.data(), 1, cols, m.view(), y.data(), rows, OutRound::kBF16);
+    HostBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * (w.payload.size() + w.scales.size() * 4));
-  st.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * st.iterations(), benchmark::Counter::kIsRate);
+  set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * T * rows * cols);
 }
-// V4.1-Flash shapes: wq_a [1280, 5120], wq_b [64*512, 1280], an expert's w1 [2304, 5120]
-BENCHMARK(BM_Gemv<WeightFormat::kBF16>)->Args({1280, 5120})->Args({2304, 5120})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Gemv<WeightFormat::kFp8Block32>)->Args({1280, 5120})->Args({32768, 1280})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Gemv<WeightFormat::kFp4Block32>)->Args({2304, 5120})->Args({5120, 2304})->Unit(benchmark::kMicrosecond);
+// wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
+#define DS41_LINEAR_SHAPES(F)                                                                          \
+  BENCHMARK(BM_Linear<F>)                                                                              \
+      ->ArgNames({"rows", "cols", "T"})                                                                \
+      ->Args({kQRank, kDim, 1})                                                                        \
+      ->Args({kHeads * kHeadDim, kQRank, 1})                                                           \
+      ->Args({kDim, kOGroups * kORank, 1})                                                             \
+      ->Args({kDim, kInter, 1})                                                                        \
+      ->Args({kInter, kDim, 16})                                                                       \
+      ->UseRealTime()                                                                                  \
+      ->Unit(benchmark::kMicrosecond)
+DS41_LINEAR_SHAPES(WeightFormat::kBF16);
+DS41_LINEAR_SHAPES(WeightFormat::kF32);
+DS41_LINEAR_SHAPES(WeightFormat::kFp8Block32);
+DS41_LINEAR_SHAPES(WeightFormat::kFp4Block32);
 
-// One decode step of the tiny golden model (all layers, head).
+// One routed expert for one token: w1, w3 [2304, 5120] and w2 [5120, 2304] in fp4, clamped SwiGLU
+// between (the MoE's run_expert sequence). Arg: input rows.
+void BM_ExpertSwiGLU(benchmark::State& st) {
+  const long T = st.range(0);
+  HostTensor w1 = random_matrix(WeightFormat::kFp4Block32, kInter, kDim, 3);
+  HostTensor w3 = random_matrix(WeightFormat::kFp4Block32, kInter, kDim, 4);
+  HostTensor w2 = random_matrix(WeightFormat::kFp4Block32, kDim, kInter, 5);
+  Matrix<HostBackend> m1(w1), m3(w3), m2(w2);
+  std::vector<float> x = random_activations(T * kDim, 6), g(T * kInter), u(T * kInter), y(T * kDim);
+  for (auto _ : st) {
+    HostBackend::linear(x.data(), T, kDim, m1.view(), g.data(), kInter, OutRound::kBF16);
+    HostBackend::linear(x.data(), T, kDim, m3.view(), u.data(), kInter, OutRound::kBF16);
+    float *pg = g.data(), *pu = u.data();
+    const long n = T * kInter;
+    HostBackend::for_each(n, [=](long e) {
+      float uv = fminf(fmaxf(pu[e], -10.0f), 10.0f), gv = fminf(pg[e], 10.0f);
+      pg[e] = bf16_round(torch_silu(gv, e, n) * uv);
+    });
+    HostBackend::linear(g.data(), T, kInter, m2.view(), y.data(), kDim, OutRound::kBF16);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_stream_counters(st, 3.0 * (w1.payload.size() + w1.scales.size() * 4), 6.0 * T * kInter * kDim);
+}
+BENCHMARK(BM_ExpertSwiGLU)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Router: f32 gate [384, 5120], sqrt-softplus scores, biased top-6. Arg: tokens.
+void BM_Router(benchmark::State& st) {
+  const long T = st.range(0);
+  HostTensor gate = random_matrix(WeightFormat::kF32, kExperts, kDim, 7);
+  Matrix<HostBackend> m(gate);
+  std::vector<float> x = random_activations(T * kDim, 8), s(T * kExperts);
+  std::vector<int32_t> idx(T * kTopK);
+  for (auto _ : st) {
+    HostBackend::linear(x.data(), T, kDim, m.view(), s.data(), kExperts, OutRound::kF32);
+    float* ps = s.data();
+    int32_t* pi = idx.data();
+    HostBackend::for_each(T, [=](long t) {
+      float* r = ps + t * kExperts;
+      for (int e = 0; e < kExperts; ++e) r[e] = sqrtf(softplus(r[e]));
+      topk_row(r, kExperts, kTopK, reinterpret_cast<int*>(pi + t * kTopK), nullptr);
+    });
+    benchmark::DoNotOptimize(idx.data());
+  }
+  set_stream_counters(st, static_cast<double>(gate.payload.size()), 2.0 * T * kExperts * kDim);
+}
+BENCHMARK(BM_Router)->Arg(1)->Arg(64)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// RMSNorm of T rows of the hc-expanded residual [T, 4 x 5120]. Arg: T.
+void BM_RMSNorm(benchmark::State& st) {
+  const long T = st.range(0);
+  const int n = kHc * kDim;
+  std::vector<float> x = random_activations(T * n, 9), w(n, 1.0f), work(x);
+  for (auto _ : st) {
+    std::copy(x.begin(), x.end(), work.begin());
+    Ops<HostBackend>::rmsnorm(work.data(), T, n, w.data(), 1e-6f);
+    benchmark::DoNotOptimize(work.data());
+  }
+  set_stream_counters(st, 8.0 * T * n, 3.0 * T * n);
+}
+BENCHMARK(BM_RMSNorm)->Arg(1)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// RoPE on the last 64 dims of each of 64 heads x 512, YaRN tables. Arg: T.
+void BM_RoPE(benchmark::State& st) {
+  const long T = st.range(0);
+  RopeParams p;
+  p.rope_dim = kRopeDim;
+  p.original_seq_len = 65536;
+  p.factor = 16;
+  RopeTables<HostBackend> tables(p, 4096);
+  std::vector<float> q = random_activations(T * kHeads * kHeadDim, 10);
+  for (auto _ : st) {
+    Ops<HostBackend>::rope(q.data(), T * kHeads, kHeadDim, kRopeDim, kHeads, 100, 1, tables.cos_t.data(),
+                           tables.sin_t.data(), false);
+    benchmark::DoNotOptimize(q.data());
+  }
+  set_stream_counters(st, 8.0 * T * kHeads * kRopeDim, 3.0 * T * kHeads * kRopeDim);
+}
+BENCHMARK(BM_RoPE)->Arg(1)->Arg(128)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Quantise-dequantise round trips of the activations (fp8 per-128 pow2 on q/kv, fp4 per-32).
+// Args: kind, T (rows of 5120).
+void BM_RoundTrip(benchmark::State& st) {
+  const auto kind = static_cast<RoundTrip>(st.range(0));
+  const long T = st.range(1);
+  const int block = kind == RoundTrip::kFp8Pow2 ? 128 : 32;
+  std::vector<float> x = random_activations(T * kDim, 11), work(x);
+  for (auto _ : st) {
+    std::copy(x.begin(), x.end(), work.begin());
+    Ops<HostBackend>::roundtrip(work.data(), T, kDim, block, kind);
+    benchmark::DoNotOptimize(work.data());
+  }
+  set_stream_counters(st, 8.0 * T * kDim, 0);
+}
+BENCHMARK(BM_RoundTrip)
+    ->ArgNames({"kind", "T"})
+    ->Args({0, 1})->Args({0, 128})->Args({1, 128})->Args({2, 128})
+    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// hc mixes: the f32 Linear [(2+4)*4, 4*5120] on the flattened residual, then Sinkhorn (20 iters).
+void BM_HcMixesSinkhorn(benchmark::State& st) {
+  const long T = st.range(0);
+  const int mix = (2 + kHc) * kHc, hd = kHc * kDim;
+  HostTensor fn = random_matrix(WeightFormat::kF32, mix, hd, 12);
+  Matrix<HostBackend> m(fn);
+  std::vector<float> h = random_activations(T * hd, 13), raw(T * mix), pre(T * kHc), post(T * kHc),
+                     comb(T * kHc * kHc), scale = {0.5f, 0.5f, 0.5f}, base(mix, 0.1f);
+  for (auto _ : st) {
+    HostBackend::linear(h.data(), T, hd, m.view(), raw.data(), mix, OutRound::kF32);
+    for (long t = 0; t < T; ++t)
+      hc_split_sinkhorn(raw.data() + t * mix, scale.data(), base.data(), kHc, 20, 1e-6f, pre.data() + t * kHc,
+                        post.data() + t * kHc, comb.data() + t * kHc * kHc, t, T);
+    benchmark::DoNotOptimize(comb.data());
+  }
+  set_stream_counters(st, static_cast<double>(fn.payload.size()), 2.0 * T * mix * hd);
+}
+BENCHMARK(BM_HcMixesSinkhorn)->Arg(1)->Arg(64)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Indexer scoring + top-k: 32 heads x 128 dot products against n compressed keys, weighted sum
+// over heads, top 512. Arg: keys.
+void BM_IndexerScoreTopK(benchmark::State& st) {
+  const long nk = st.range(0);
+  std::vector<float> q = random_activations(kIndexHeads * kIndexDim, 14), k = random_activations(nk * kIndexDim, 15),
+                     hw = random_activations(kIndexHeads, 16), score(nk);
+  std::vector<int> top(kIndexTopK);
+  for (auto _ : st) {
+    const float *pq = q.data(), *pk = k.data(), *pw = hw.data();
+    float* ps = score.data();
+    HostBackend::for_each(nk, [=](long j) {
+      float s = 0.0f;
+      for (int h = 0; h < kIndexHeads; ++h) {
+        float d = 0.0f;
+        for (int c = 0; c < kIndexDim; ++c) d += pq[h * kIndexDim + c] * pk[j * kIndexDim + c];
+        s += fmaxf(d, 0.0f) * pw[h];
+      }
+      ps[j] = s;
+    });
+    topk_row(score.data(), static_cast<int>(nk), kIndexTopK, top.data(), nullptr);
+    benchmark::DoNotOptimize(top.data());
+  }
+  set_stream_counters(st, 4.0 * nk * kIndexDim, 2.0 * nk * kIndexHeads * kIndexDim);
+}
+BENCHMARK(BM_IndexerScoreTopK)->Arg(2048)->Arg(16384)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Sparse attention with a sink for one decode token: 64 heads x 512 against window 128 + top 512
+// selected keys (shared K = V latent), softmax with the sink logit.
+void BM_SparseAttentionSink(benchmark::State& st) {
+  const int nkeys = 128 + kIndexTopK;
+  std::vector<float> q = random_activations(kHeads * kHeadDim, 17), kv = random_activations(nkeys * kHeadDim, 18),
+                     out(kHeads * kHeadDim), sink(kHeads, 0.5f);
+  for (auto _ : st) {
+    const float *pq = q.data(), *pkv = kv.data(), *ps = sink.data();
+    float* po = out.data();
+    HostBackend::for_each(kHeads, [=](long h) {
+      std::vector<float> logit(nkeys);
+      float mx = ps[h];
+      for (int j = 0; j < nkeys; ++j) {
+        float d = 0.0f;
+        for (int c = 0; c < kHeadDim; ++c) d += pq[h * kHeadDim + c] * pkv[j * kHeadDim + c];
+        logit[j] = d * 0.044f;
+        mx = fmaxf(mx, logit[j]);
+      }
+      float sum = expf(ps[h] - mx);
+      for (int j = 0; j < nkeys; ++j) sum += (logit[j] = expf(logit[j] - mx));
+      for (int c = 0; c < kHeadDim; ++c) po[h * kHeadDim + c] = 0.0f;
+      for (int j = 0; j < nkeys; ++j)
+        for (int c = 0; c < kHeadDim; ++c) po[h * kHeadDim + c] += logit[j] / sum * pkv[j * kHeadDim + c];
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_stream_counters(st, 4.0 * nkeys * kHeadDim, 4.0 * kHeads * nkeys * kHeadDim);
+}
+BENCHMARK(BM_SparseAttentionSink)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Top-k alone: the candidate prefilter's block selection and the indexer's top 512. Args: n, k.
+void BM_TopK(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
+  std::vector<float> v = random_activations(n, 19);
+  std::vector<int> idx(k);
+  for (auto _ : st) {
+    topk_row(v.data(), n, k, idx.data(), nullptr);
+    benchmark::DoNotOptimize(idx.data());
+  }
+  set_stream_counters(st, 4.0 * n, 0);
+}
+BENCHMARK(BM_TopK)->Args({kExperts, kTopK})->Args({16384, kIndexTopK})->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One decode step of the tiny golden model (all 6 layers and the head).
 void BM_TinyDecodeStep(benchmark::State& st) {
   static golden::Golden g = golden::load(DS41_BENCH_GOLDEN);
   static WeightSet w = golden::regenerate_weights(g);
@@ -91,7 +259,7 @@ void BM_TinyDecodeStep(benchmark::State& st) {
   }
   st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_TinyDecodeStep)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TinyDecodeStep)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
