@@ -5,6 +5,7 @@
 // --verbose: the first differing samples of each capture. --force-inputs: teacher forcing — every
 // float capture the golden holds in full replaces this run's tensor where it was taken, so each
 // capture's error is the error of one component on exact inputs (a diagnosis mode).
+// --graph-oracle (cuda): decode steps eager and as CUDA graph segments, compared bit for bit.
 // Prints one row per capture (step, name, shape, dtype, rel-L2 or mismatches, exact, pass), then
 // "N passed, M failed". Exit 0 when every compared capture passes, 1 on any mismatch, 2 on bad input.
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "ds41/io/golden_run.hpp"
 #if DS41_WITH_CUDA
 #include "ds41/backend/cuda.hpp"
+#include "graph_oracle.hpp"
 #endif
 
 namespace {
@@ -32,7 +34,7 @@ std::vector<std::string> split(const std::string& s) {
 
 constexpr const char* kUsage =
     "usage: ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...] "
-    "[--quiet] [--verbose] [--force-inputs]";
+    "[--quiet] [--verbose] [--force-inputs] [--graph-oracle]";
 
 // bad input: exit code 2 and one line on stderr
 int usage(const char* msg) {
@@ -79,7 +81,7 @@ int run(const ds41::golden::Golden& g, const ds41::golden::RunOptions& opt, bool
 int main(int argc, char** argv) {
   std::string path, backend = "host";
   std::vector<std::string> steps, layers;
-  bool quiet = false, verbose = false, force = false;
+  bool quiet = false, verbose = false, force = false, graph_oracle = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
       else if (a == "--quiet") quiet = true;
       else if (a == "--verbose") verbose = true;
       else if (a == "--force-inputs") force = true;
+      else if (a == "--graph-oracle") graph_oracle = true;
       else if (a == "-h" || a == "--help") return std::printf("%s\n", kUsage), 0;
       else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
       else if (path.empty()) path = a;
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
         return usage(("--layers: no layer '" + l + "' in this golden").c_str());
       opt.layers.push_back(std::stoi(l));
     }
+    if (graph_oracle && backend != "cuda") return usage("--graph-oracle needs --backend cuda");
     if (backend == "host") return run<ds41::HostBackend>(g, opt, quiet, verbose);
 #if DS41_WITH_CUDA
     if (backend == "cuda") {
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ds41-golden: no CUDA device available\n");
         return 2;
       }
+      if (graph_oracle) return ds41::examples::graph_oracle(g, ds41::golden::regenerate_weights(g));
       return run<ds41::CudaBackend>(g, opt, quiet, verbose);
     }
 #endif

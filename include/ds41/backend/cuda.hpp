@@ -13,8 +13,10 @@
 #include <cuda_runtime.h>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/topk.hpp"
@@ -29,6 +31,33 @@ namespace ds41 {
                    cudaGetErrorString(ds41_err_), ") at ", __FILE__, ":", __LINE__);               \
   } while (0)
 
+namespace cuda_detail {
+/// The stream every operation of the backend is ordered on.
+inline cudaStream_t backend_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st;
+    DS41_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+
+/// Graph mode: work issued on the backend stream is captured into CUDA graphs, one segment between
+/// two host spans (a download, an upload, a sync). Frees of buffers used by a segment wait until it
+/// has run.
+struct GraphRecorder {
+  bool enabled = false;
+  bool capturing = false;
+  long segments = 0;       // graphs launched since the counter was last read
+  long captured_nodes = 0;
+  std::vector<void*> deferred_frees;
+};
+inline GraphRecorder& recorder() {
+  static GraphRecorder r;
+  return r;
+}
+}  // namespace cuda_detail
+
 /// An owning device array (cudaMalloc, zero-initialised). Move-only.
 template <class T>
 class DeviceBuffer {
@@ -37,7 +66,8 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t n) : n_(n) {
     if (n == 0) return;
     DS41_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
-    DS41_CUDA_CHECK(cudaMemset(p_, 0, n * sizeof(T)));
+    // ordered on the backend stream (a memset node when a graph segment is being captured)
+    DS41_CUDA_CHECK(cudaMemsetAsync(p_, 0, n * sizeof(T), cuda_detail::backend_stream()));
   }
   DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
@@ -58,7 +88,10 @@ class DeviceBuffer {
 
  private:
   void reset() {
-    if (p_) cudaFree(p_);  // a failing free in a destructor cannot be reported; the next call will
+    if (p_) {
+      if (cuda_detail::recorder().capturing) cuda_detail::recorder().deferred_frees.push_back(p_);
+      else cudaFree(p_);  // a failing free in a destructor cannot be reported; the next call will
+    }
     p_ = nullptr;
     n_ = 0;
   }
@@ -128,13 +161,44 @@ struct CudaBackend {
     return n > 0;
   }
   /// The stream every operation of this backend is ordered on.
-  static cudaStream_t stream() {
-    static cudaStream_t s = [] {
-      cudaStream_t st;
-      DS41_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-      return st;
-    }();
-    return s;
+  static cudaStream_t stream() { return cuda_detail::backend_stream(); }
+
+  /// Runs the work issued while it lives as CUDA graphs: each stretch between host spans
+  /// (downloads of routing decisions or captures, uploads, syncs) is captured, instantiated and
+  /// launched as one graph. On an exception the open capture is discarded.
+  class GraphScope {
+   public:
+    GraphScope() : exceptions_(std::uncaught_exceptions()) {
+      auto& r = cuda_detail::recorder();
+      DS41_CHECK(!r.enabled, "CudaBackend::GraphScope: graph mode is already on");
+      r.enabled = true;
+      begin_segment();
+    }
+    ~GraphScope() {
+      auto& r = cuda_detail::recorder();
+      const bool failing = std::uncaught_exceptions() > exceptions_;
+      r.enabled = false;
+      try {
+        end_segment(/*launch=*/!failing);
+      } catch (...) {
+        if (!failing) throw_later_ = true;  // destructors must not throw; surfaced by status()
+      }
+    }
+    GraphScope(const GraphScope&) = delete;
+    GraphScope& operator=(const GraphScope&) = delete;
+    bool failed() const { return throw_later_; }
+
+   private:
+    int exceptions_;
+    bool throw_later_ = false;
+  };
+
+  /// Graphs launched (and nodes captured) since the last call.
+  static std::pair<long, long> take_graph_counters() {
+    auto& r = cuda_detail::recorder();
+    auto out = std::make_pair(r.segments, r.captured_nodes);
+    r.segments = r.captured_nodes = 0;
+    return out;
   }
 
   template <class T>
@@ -144,12 +208,14 @@ struct CudaBackend {
   template <class T>
   static void upload(T* dst, const T* src, size_t n) {
     if (!n) return;
+    HostSpan span;
     DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
     DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));  // the host source may go away right after
   }
   template <class T>
   static void download(T* dst, const T* src, size_t n) {
     if (!n) return;
+    HostSpan span;
     DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
     DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
@@ -165,7 +231,10 @@ struct CudaBackend {
     cuda_detail::fill_kernel<<<grid, 256, 0, stream()>>>(dst, n, v);
     check_launch("fill");
   }
-  static void sync() { DS41_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  static void sync() {
+    HostSpan span;
+    DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
 
   template <class F>
   static void for_each(long n, F f) {
@@ -218,6 +287,49 @@ struct CudaBackend {
   }
 
  private:
+  /// Ends the graph segment being captured (launching it), and starts the next one on exit.
+  struct HostSpan {
+    bool resume = false;
+    HostSpan() {
+      if (cuda_detail::recorder().capturing) {
+        end_segment(true);
+        resume = true;
+      }
+    }
+    ~HostSpan() {
+      if (resume && cuda_detail::recorder().enabled) begin_segment();
+    }
+  };
+  static void begin_segment() {
+    DS41_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+    cuda_detail::recorder().capturing = true;
+  }
+  static void end_segment(bool launch) {
+    auto& r = cuda_detail::recorder();
+    if (!r.capturing) return;
+    r.capturing = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream(), &graph);
+    if (e == cudaSuccess && launch && graph) {
+      size_t nodes = 0;
+      DS41_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+      if (nodes) {
+        cudaGraphExec_t exec = nullptr;
+        DS41_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        DS41_CUDA_CHECK(cudaGraphLaunch(exec, stream()));
+        DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
+        cudaGraphExecDestroy(exec);
+        ++r.segments;
+        r.captured_nodes += static_cast<long>(nodes);
+      }
+    }
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamSynchronize(stream());
+    for (void* p : r.deferred_frees) cudaFree(p);
+    r.deferred_frees.clear();
+    if (e != cudaSuccess) fail("CUDA graph capture of a segment failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  }
+
   static void check_launch(const char* what) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) fail("CUDA kernel launch (", what, ") failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
