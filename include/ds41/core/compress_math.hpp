@@ -2,6 +2,7 @@
 // prefilter (M:464-485, M:550-578 of the reference), shared by all backends.
 #pragma once
 #include <cstdint>
+#include "linear_math.hpp"
 #include "topk.hpp"
 #include "torch_math.hpp"
 
@@ -22,14 +23,21 @@ DS41_HD float pool_group_channel(const float* kv, const float* s, long stride, i
   return acc;
 }
 
-/// One index score: bf16(Σ_h bf16(relu(bf16(q_h · k)) · w_h)), float32 sums.
-DS41_HD float index_score_entry(const float* q, const float* w, const float* k, int heads, int hd) {
+/// One index score: bf16(Σ_h bf16(relu(bf16(q_h · k)) · w_h)), float32 sums; `small_bmm`: the
+/// q·k einsum took torch's tiny-bmm path (bf16 running sum, linear_math.hpp).
+DS41_HD float index_score_entry(const float* q, const float* w, const float* k, int heads, int hd,
+                                bool small_bmm = false) {
   float total = 0.0f;
   for (int h = 0; h < heads; ++h) {
-    float dot = 0.0f;
     const float* qh = q + static_cast<long>(h) * hd;
-    for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
-    float s = bf16_round(dot);
+    float s;
+    if (small_bmm) {
+      s = dot_bf16_running(qh, [=](int d) { return k[d]; }, hd);
+    } else {
+      float dot = 0.0f;
+      for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
+      s = bf16_round(dot);
+    }
     s = s > 0.0f ? s : 0.0f;
     total += bf16_round(s * w[h]);
   }

@@ -71,6 +71,18 @@ DS41_HD float dot_fp4_block32(const float* x, const uint8_t* packed_row, const f
   return acc;
 }
 
+/// torch 1.13's CPU bmm for tiny problems (contraction · rows · cols < 400 per batch): each bf16
+/// product rounded to bf16 and the running sum kept in bf16. The reference's two einsums (the
+/// grouped wo_a and the indexer's q·k) reach it on small decode shapes; reproduced, not fixed.
+constexpr long kTorchSmallBmm = 400;
+DS41_HD bool torch_small_bmm(long contraction, long rows, long cols) { return contraction * rows * cols < kTorchSmallBmm; }
+template <class W>
+DS41_HD float dot_bf16_running(const float* x, W w, int K) {
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc = bf16_round(acc + bf16_round(x[k] * w(k)));
+  return acc;
+}
+
 /// Non-owning view of a weight matrix [rows=N out, cols=K in] in any format.
 struct MatrixView {
   WeightFormat format = WeightFormat::kBF16;
@@ -91,6 +103,22 @@ struct MatrixView {
       case WeightFormat::kFp4Block32:
         return dot_fp4_block32(x, static_cast<const uint8_t*>(data) + static_cast<long>(n) * (cols / 2),
                                scales + static_cast<long>(n) * ((cols + 31) / 32), cols);
+    }
+    return 0.0f;
+  }
+
+  /// Element (n, k) as a float.
+  DS41_HD float at(int n, int k) const {
+    const long i = static_cast<long>(n) * cols + k;
+    switch (format) {
+      case WeightFormat::kF32: return static_cast<const float*>(data)[i];
+      case WeightFormat::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+      case WeightFormat::kFp8Block32:
+        return e4m3_decode(static_cast<const uint8_t*>(data)[i]) * scales[static_cast<long>(n / 32) * ((cols + 31) / 32) + k / 32];
+      case WeightFormat::kFp4Block32: {
+        uint8_t byte = static_cast<const uint8_t*>(data)[static_cast<long>(n) * (cols / 2) + k / 2];
+        return e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF)) * scales[static_cast<long>(n) * ((cols + 31) / 32) + k / 32];
+      }
     }
     return 0.0f;
   }

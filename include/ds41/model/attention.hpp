@@ -165,9 +165,21 @@ class CompressedAttnT {
     // grouped low-rank output: group g maps its heads' H·D/G values to R outputs
     const long hd = static_cast<long>(H) * D, gin = hd / G_;
     auto oa = B::template alloc<float>(static_cast<size_t>(T) * G_ * R_);
-    for (int g = 0; g < G_; ++g)
-      B::linear(o.data() + g * gin, T, hd, wo_a_.view().row_slice(g * R_, R_), oa.data() + g * R_,
-                static_cast<long>(G_) * R_, OutRound::kBF16);
+    if (torch_small_bmm(gin, T, R_)) {  // the reference's einsum then sums in bf16 (linear_math.hpp)
+      const MatrixView wa = wo_a_.view();
+      const float* po = o.data();
+      float* pa = oa.data();
+      const int G = G_, R = R_;
+      B::for_each(T * G * R, [=] DS41_LAMBDA(long e) {
+        long t = e / (static_cast<long>(G) * R);
+        int gr = static_cast<int>(e % (static_cast<long>(G) * R)), g = gr / R;
+        pa[e] = dot_bf16_running(po + t * hd + g * gin, [=](int k) { return wa.at(gr, k); }, static_cast<int>(gin));
+      });
+    } else {
+      for (int g = 0; g < G_; ++g)
+        B::linear(o.data() + g * gin, T, hd, wo_a_.view().row_slice(g * R_, R_), oa.data() + g * R_,
+                  static_cast<long>(G_) * R_, OutRound::kBF16);
+    }
     B::linear(oa.data(), T, static_cast<long>(G_) * R_, wo_b_.view(), out, dim_, OutRound::kBF16);
     tap.f32("attn_out", out, {T, dim_});
   }

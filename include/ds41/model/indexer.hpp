@@ -81,9 +81,11 @@ class IndexerT {
       float* ps = score.data();
       const float ws = w_scale_;
       B::for_each(T * H, [=] DS41_LAMBDA(long e) { pw[e] = bf16_round(pw[e] * ws); });
+      // einsum("bshd,btd->bsht") is one bmm of [T·H, Di] x [Di, nk]
+      const bool small = torch_small_bmm(Di, T * H, nk);
       B::for_each(T * nk, [=] DS41_LAMBDA(long e) {
         long t = e / nk, j = e % nk;
-        ps[e] = index_score_entry(pq + t * H * Di, pw + t * H, keys + j * Di, H, Di);
+        ps[e] = index_score_entry(pq + t * H * Di, pw + t * H, keys + j * Di, H, Di, small);
       });
     }
     tap.f32("index_score", score.data(), {T, nk});
