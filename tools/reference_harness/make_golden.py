@@ -1,0 +1,1025 @@
+"""Generate a ds41-golden/1 file by running DeepSeek's reference inference/model.py + engram.py
+(unmodified, SHA-256 checked) on a tiny synthetic model with CPU kernel stand-ins (kernel.py here).
+
+usage: make_golden.py CONFIG.json OUT.json [--salt N | --search START COUNT]
+CONFIG.json: {"name", "description", "config": {ModelArgs overrides}, "prompt_len", "decode_steps"}
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import time
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+SENTINELS = []
+
+
+class _DtypeSentinel:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<sentinel torch.{self.name}>"
+
+
+for _n in ("float8_e4m3fn", "float8_e8m0fnu", "float4_e2m1fn_x2"):
+    if not hasattr(torch, _n):
+        setattr(torch, _n, _DtypeSentinel(_n))
+        SENTINELS.append(_n)
+
+# vision is disabled (vision_n_layers 0); model.py only imports these names
+_ip = types.ModuleType("image_processor")
+_ip.IMAGE, _ip.IMAGE_END, _ip.IMAGE_NEW_LINE, _ip.IMAGE_START = 0, 1, 2, 3
+sys.modules["image_processor"] = _ip
+_vis = types.ModuleType("vision")
+
+
+class _NoVision:
+    def __init__(self, *a, **k):
+        raise RuntimeError("vision disabled")
+
+
+_vis.ViT = _vis.Aligner = _NoVision
+sys.modules["vision"] = _vis
+
+import kernel  # noqa: E402  (our CPU stand-in, module name as upstream imports it)
+import engram  # noqa: E402
+import model as M  # noqa: E402
+
+
+
+def _engram_embedding_init(self, num_embeddings: int, dim: int):
+    """ParallelEngramEmbedding.__init__ with the fp8 table held as float32 e4m3 code values and the
+    block scales as float32 powers of two (torch 1.13 has no float8 storage)."""
+    torch.nn.Module.__init__(self)
+    self.num_embeddings = num_embeddings
+    self.dim = dim
+    self.part_num_embeddings = (num_embeddings + M.world_size - 1) // M.world_size
+    self.vocab_start_idx = M.rank * self.part_num_embeddings
+    self.vocab_end_idx = self.vocab_start_idx + self.part_num_embeddings
+    self.block_size = M.fp8_block_size
+    self.weight = torch.nn.Parameter(torch.empty(self.part_num_embeddings, dim, dtype=torch.float32))
+    self.scale = torch.nn.Parameter(torch.empty(self.part_num_embeddings, dim // self.block_size, dtype=torch.float32))
+
+
+M.ParallelEngramEmbedding.__init__ = _engram_embedding_init
+
+MODEL_SHA = "4e9ae23620edc8028ccc5d5fef552ab7fdc7dcd6f79608754fe9f67644056f65"
+ENGRAM_SHA = "11f35ecbead8150c35aa002b3d180ef290b05a25afe883a11884f94d476d3897"
+
+
+def sha256_file(p):
+    return hashlib.sha256(open(p, "rb").read()).hexdigest()
+
+
+assert sha256_file(os.path.join(HERE, "model.py")) == MODEL_SHA
+assert sha256_file(os.path.join(HERE, "engram.py")) == ENGRAM_SHA
+
+U64 = np.uint64
+MASK64 = (1 << 64) - 1
+
+# ------------------------------------------------------------------------------------------------
+# filler (SCHEMA §1)
+
+
+def fnv1a64(s: str) -> int:
+    h = 0xCBF29CE484222325
+    for b in s.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & MASK64
+    return h
+
+
+def splitmix64_np(x):
+    with np.errstate(over="ignore"):
+        z = x + U64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> U64(27))) * U64(0x94D049BB133111EB)
+        return z ^ (z >> U64(31))
+
+
+def fixed_raw_np(name: str, n: int):
+    with np.errstate(over="ignore"):
+        x = U64(fnv1a64(name)) + np.arange(n, dtype=np.uint64)
+    return splitmix64_np(x)
+
+
+def fixed_value_np(name, n, scale, offset):
+    raw = fixed_raw_np(name, n)
+    u = (raw >> U64(40)).astype(np.float64) / float(1 << 24)
+    t = 2.0 * u
+    t = t - 1.0
+    t = t * float(scale)
+    t = t + float(offset)
+    return t.astype(np.float32)
+
+
+def fixed_int_np(name, n, m):
+    return (fixed_raw_np(name, n) % U64(m)).astype(np.int64)
+
+
+def bf16_round_np(v32):
+    b = v32.astype(np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + U64(0x7FFF) + ((b >> U64(16)) & U64(1))) & U64(0xFFFF0000)
+    return b.astype(np.uint32).view(np.float32)
+
+
+def e4m3_np(v):
+    return kernel.e4m3(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))).numpy()
+
+
+def e4m3_pow2_block32(vals2d):
+    rows, cols = vals2d.shape
+    assert cols % 32 == 0
+    blk = vals2d.reshape(rows, cols // 32, 32).astype(np.float64)
+    amax = np.abs(blk).max(-1)
+    ks = np.zeros_like(amax, dtype=np.int64)
+    nz = amax > 0
+    k0 = np.ceil(np.log2(np.where(nz, amax, 1.0) / 448.0)).astype(np.int64)
+    # exact fix-up: smallest k with amax <= 448 * 2^k
+    for _ in range(3):
+        k0 = np.where(amax > 448.0 * np.ldexp(1.0, k0), k0 + 1, k0)
+        k0 = np.where(amax <= 448.0 * np.ldexp(1.0, k0 - 1), k0 - 1, k0)
+    ks = np.where(nz, k0, 0)
+    scale = np.ldexp(1.0, ks)  # [rows, nb]
+    codes = e4m3_np((blk / scale[..., None]).astype(np.float32).reshape(-1)).reshape(rows, cols)
+    return codes.astype(np.float32), scale.astype(np.float32)
+
+
+GAINS = {
+    "embed": 1.0, "head": 1.0, "norm_scale": 0.1, "hc_fn": 1.0, "hc_base": 0.5, "hc_scale_scale": 0.25,
+    "attn_sink": 1.0, "wq_a": 1.0, "wq_b": 1.5, "wkv": 1.0, "wo_a": 1.0, "wo_b": 0.5, "comp_wkv": 1.0,
+    "comp_wgate": 1.5, "idx_wq_b": 1.0, "idx_weights_proj": 1.0, "idx_wk": 1.0, "gate_w": 3.0,
+    "gate_bias": 0.5, "w1": 1.0, "w3": 1.0, "w2": 0.5, "engram_qk_scale": 0.2, "engram_table": 1.0,
+    "engram_wkv": 1.0, "embed@off": 0.5, "wq_a@off": 0.3, "idx_wq_b@off": 1.0, "idx_weights_proj@off": 1.0,
+    "comp_wkv@off": 0.02, "idx_wk@off": 0.0,
+}
+
+
+def lin(gain_key, shape, off_key=None):
+    scale = GAINS[gain_key] * math.sqrt(3.0 / shape[1])
+    off = GAINS[off_key] * scale if off_key else 0.0
+    return scale, off
+
+
+def param_rule(name, shape):
+    """-> (what, storage, scale, offset)"""
+    s = name
+    if s == "embed.weight":
+        return "embed", "bf16", GAINS["embed"], GAINS["embed@off"] * GAINS["embed"]
+    if s == "head.weight":
+        return ("head (bf16 values held in an fp32 parameter)", "bf16") + lin("head", shape)
+    if s.endswith("norm.weight"):
+        return "rmsnorm weight", "bf16", GAINS["norm_scale"], 1.0
+    if s.endswith("hc_attn_fn") or s.endswith("hc_ffn_fn"):
+        return ("hc fn", "f32") + lin("hc_fn", shape)
+    if s.endswith("hc_attn_base") or s.endswith("hc_ffn_base"):
+        return "hc base", "f32", GAINS["hc_base"], 0.0
+    if s.endswith("hc_attn_scale") or s.endswith("hc_ffn_scale"):
+        return "hc scale", "f32", GAINS["hc_scale_scale"], 1.0
+    if s.endswith("attn.attn_sink"):
+        return "attention sink", "f32", GAINS["attn_sink"], 0.0
+    if s.endswith("attn.wq_a.weight"):
+        return ("wq_a", "bf16") + lin("wq_a", shape, "wq_a@off")
+    if s.endswith("attn.wq_b.weight"):
+        return ("wq_b", "bf16") + lin("wq_b", shape)
+    if s.endswith("attn.wkv.weight"):
+        return ("wkv", "bf16") + lin("wkv", shape)
+    if s.endswith("attn.wo_a.weight"):
+        return ("wo_a", "bf16") + lin("wo_a", shape)
+    if s.endswith("attn.wo_b.weight"):
+        return ("wo_b", "bf16") + lin("wo_b", shape)
+    if s.endswith("compressor.wkv.weight"):
+        return ("comp_wkv", "bf16") + lin("comp_wkv", shape, "comp_wkv@off")
+    if s.endswith("compressor.wgate.weight"):
+        return ("comp_wgate", "bf16") + lin("comp_wgate", shape)
+    if s.endswith("indexer.wq_b.weight"):
+        return ("idx_wq_b", "bf16") + lin("idx_wq_b", shape, "idx_wq_b@off")
+    if s.endswith("indexer.weights_proj.weight"):
+        return ("idx_weights_proj", "bf16") + lin("idx_weights_proj", shape, "idx_weights_proj@off")
+    if s.endswith("indexer.wk.weight"):
+        return ("idx_wk", "bf16") + lin("idx_wk", shape, "idx_wk@off")
+    if s.endswith("ffn.gate.weight"):
+        return ("router weight", "bf16") + lin("gate_w", shape)
+    if s.endswith("ffn.gate.bias"):
+        return "router selection bias", "f32", GAINS["gate_bias"], 0.0
+    for w in ("w1", "w2", "w3"):
+        if s.endswith(f".{w}.weight") and ".ffn." in s:
+            return (f"expert {w}", "bf16") + lin(w, shape)
+    if s.endswith("engram.q_weight") or s.endswith("engram.k_weight"):
+        return "engram gate weight", "bf16", GAINS["engram_qk_scale"], 1.0
+    if s.endswith("engram.embed.weight"):
+        return "engram table (fp8 rows)", "e4m3_pow2_block32", GAINS["engram_table"], 0.0
+    if s.endswith("engram.embed.scale"):
+        return "engram table block scales (derived from embed.weight)", "derived", 0.0, 0.0
+    if s.endswith("engram.wkv.weight"):
+        return ("engram wkv", "bf16") + lin("engram_wkv", shape)
+    raise KeyError(name)
+
+
+# ------------------------------------------------------------------------------------------------
+# engram token map (SCHEMA §1.5)
+
+
+def synthetic_token_map(vocab, C):
+    m = [int(v) for v in fixed_int_np("engram.token_map", vocab, C)]
+    counts = [0] * C
+    for v in m:
+        counts[v] += 1
+    pos = 0
+    reassigned = 0
+    for c in range(C):
+        if counts[c] > 0:
+            continue
+        while True:
+            assert pos < vocab, "token map: ran out of token ids"
+            if counts[m[pos]] > 1:
+                break
+            pos += 1
+        counts[m[pos]] -= 1
+        m[pos] = c
+        counts[c] += 1
+        reassigned += 1
+        pos += 1
+    assert all(x > 0 for x in counts)
+    return m, reassigned
+
+
+# ------------------------------------------------------------------------------------------------
+# JSON helpers (SCHEMA §4.1)
+
+
+def smallest_prime_ge(n):
+    n = max(n, 2)
+    while True:
+        if all(n % d for d in range(2, int(n ** 0.5) + 1)):
+            return n
+        n += 1
+
+
+class F32(float):
+    """a float32 value, printed with the shortest decimal that round-trips float32"""
+
+
+def fmt_f32(x):
+    f = np.float32(x)
+    cand = str(f)
+    if np.float32(float(cand)) == f and np.float32(cand) == f and "n" not in cand:
+        return cand
+    s = repr(float(f))
+    assert np.float32(float(s)) == f
+    return s
+
+
+def dumps(o):
+    if isinstance(o, F32):
+        return fmt_f32(o)
+    if isinstance(o, dict):
+        return "{" + ",".join(json.dumps(str(k)) + ":" + dumps(v) for k, v in o.items()) + "}"
+    if isinstance(o, (list, tuple)):
+        return "[" + ",".join(dumps(v) for v in o) + "]"
+    return json.dumps(o, allow_nan=False)
+
+
+def capture(t: torch.Tensor):
+    if t.dtype == torch.bfloat16:
+        dt, arr = "bf16", t.float().numpy().astype(np.float32)
+    elif t.dtype == torch.float32:
+        dt, arr = "f32", t.numpy().astype(np.float32)
+    elif t.dtype == torch.bool:
+        dt, arr = "bool", t.numpy().astype(np.int64)
+    else:
+        dt, arr = "i32", t.numpy().astype(np.int64)
+    shape = list(arr.shape)
+    flat = arr.reshape(-1)
+    n = int(flat.size)
+    stride = 1 if n <= 4096 else smallest_prime_ge(-(-n // 2048))
+    if dt in ("bf16", "f32"):
+        ck = math.fsum((flat.astype(np.float64) * np.arange(1, n + 1, dtype=np.float64)).tolist())
+        data = [F32(v) for v in flat[::stride]]
+    else:
+        ck = float(sum(int(v) * (i + 1) for i, v in enumerate(flat.tolist())))
+        data = [int(v) for v in flat[::stride]]
+    return {"shape": shape, "dtype": dt, "n": n, "stride": stride, "ck": ck, "data": data}
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+
+LAYER_ORDER = [
+    "engram_gate", "engram_out", "h_in", "pre_mix_in", "attn_pre", "attn_post", "attn_comb", "attn_in",
+    "window_kv", "compress_latent", "index_key", "index_score", "candidates", "compress_kv", "index_topk",
+    "q", "attn_o", "attn_out", "h_mid", "ffn_pre", "ffn_post", "ffn_comb", "ffn_in", "moe_scores",
+    "moe_indices", "moe_weights", "ffn_out", "h_out",
+]
+
+
+def ulp_bf16(v):
+    if v <= 0:
+        return 2.0 ** -133
+    return 2.0 ** (math.floor(math.log2(v)) - 7)
+
+
+def bf16_required(a, b):
+    v = max(abs(a), abs(b))
+    return max(1e-3 * v, 4 * ulp_bf16(v))
+
+
+def f32_required(a, b):
+    v = max(abs(a), abs(b))
+    return max(1e-4 * v, 1e-6)
+
+
+class Margins:
+    def __init__(self):
+        self.kinds = {k: {"events": 0, "violations": 0, "ties": 0, "excluded": 0, "min_ratio": None,
+                          "tightest": None, "below_rule": []}
+                      for k in ("moe_topk", "index_topk", "candidate_blocks", "logits_argmax")}
+        self.ambiguous = []
+
+    def add(self, kind, where, sel, unsel, required):
+        k = self.kinds[kind]
+        k["events"] += 1
+        gap = sel - unsel
+        ratio = gap / required
+        rec = dict(where, selected=sel, first_unselected=unsel, gap=gap, required=required)
+        if gap <= 0:
+            k["ties"] += 1
+        if ratio < 1:
+            k["violations"] += 1
+            k["below_rule"].append(rec)
+        if k["min_ratio"] is None or ratio < k["min_ratio"]:
+            k["min_ratio"] = ratio
+            k["tightest"] = rec
+
+    def excluded(self, kind):
+        self.kinds[kind]["excluded"] += 1
+
+    def admissible(self):
+        if self.ambiguous:
+            return False
+        for name, k in self.kinds.items():
+            if k["ties"]:
+                return False
+            if name in ("moe_topk", "logits_argmax") and k["violations"]:
+                return False
+        return True
+
+    def rule_met(self):
+        return self.admissible() and all(k["violations"] == 0 for k in self.kinds.values())
+
+    def n_violations(self):
+        return sum(k["violations"] for k in self.kinds.values())
+
+    def min_ratio(self):
+        r = [k["min_ratio"] for k in self.kinds.values() if k["min_ratio"] is not None]
+        return min(r) if r else float("inf")
+
+
+def build_args(cfg):
+    c = dict(cfg)
+    for k in ("compress_ratios", "kv_source_layers", "index_source_layers", "engram_layer_ids",
+              "engram_num_embeddings", "dspark_target_layer_ids"):
+        if k in c and c[k] is not None:
+            c[k] = tuple(c[k])
+    c.update(dtype="bf16", expert_dtype=None, max_batch_size=1, temperature=0, n_mtp_layers=0,
+             dspark_block_size=0, vision_n_layers=0)
+    args = M.ModelArgs(**c)
+    if args.engram_layer_ids:
+        args.engram_num_embeddings = (0,) * len(args.engram_layer_ids)
+        lay = engram.EngramLayout.from_args(args)
+        args.engram_num_embeddings = tuple(sum(p for ng in layer for p in ng) for layer in lay.primes)
+    return args
+
+
+def build_model(args):
+    torch.set_default_dtype(torch.bfloat16)
+    M.shared_attn = M.SharedAttentionRuntime()
+    tm = None
+    if args.engram_layer_ids:
+        tm, reassigned = synthetic_token_map(args.vocab_size, args.engram_compressed_vocab_size)
+        engram.build_compressed_token_map = lambda tokenizer, _tm=tm: (list(_tm), args.engram_compressed_vocab_size)
+    else:
+        reassigned = 0
+    model = M.Transformer(args, tokenizer=None)
+    # engram tables: float32 e4m3 code values + float32 pow2 block scales (patch 4)
+    for layer in model.layers:
+        if layer.engram is not None:
+            emb = layer.engram.embed
+            emb.weight = torch.nn.Parameter(torch.zeros(emb.part_num_embeddings, emb.dim, dtype=torch.float32),
+                                            requires_grad=False)
+            emb.scale = torch.nn.Parameter(
+                torch.zeros(emb.part_num_embeddings, emb.dim // emb.block_size, dtype=torch.float32),
+                requires_grad=False)
+    params_meta = []
+    sd = model.state_dict(keep_vars=True)
+    tables = {}
+    for name, p in sd.items():
+        shape = list(p.shape)
+        what, storage, scale, offset = param_rule(name, shape)
+        pdt = {torch.bfloat16: "bf16", torch.float32: "f32"}[p.dtype]
+        n = int(np.prod(shape))
+        if storage == "derived":
+            vals = tables[name[: -len(".scale")] + ".weight"]
+        else:
+            v = fixed_value_np(name, n, scale, offset)
+            if storage == "bf16":
+                vals = bf16_round_np(v)
+            elif storage == "f32":
+                vals = v
+            else:
+                codes, scales = e4m3_pow2_block32(v.reshape(shape))
+                tables[name] = scales
+                vals = codes
+        with torch.no_grad():
+            p.data.copy_(torch.from_numpy(np.ascontiguousarray(vals).reshape(shape)).to(p.dtype))
+            assert (p.data.float().numpy().reshape(-1) == np.asarray(vals, dtype=np.float32).reshape(-1)).all(), name
+        params_meta.append({"name": name, "shape": shape, "param_dtype": pdt, "storage": storage,
+                            "scale": scale, "offset": offset, "what": what})
+    model.eval()
+    return model, params_meta, tm, reassigned
+
+
+class Recorder:
+    def __init__(self, model, args, margins):
+        self.model, self.args, self.mg = model, args, margins
+        self.cap = {}
+        self.layer = None
+        self.step = None
+        self.stash = {}
+        self.kcache_owner = {}
+        self.keys_from_other = []
+        self.clamps = {"up_above": 0, "up_below": 0, "up_total": 0, "gate_above": 0, "gate_total": 0}
+        self.engram_gates = []
+        self.partial = {}
+        self._install()
+
+    def put(self, name, t, layer=True):
+        key = f"layers.{self.layer}.{name}" if layer else name
+        assert key not in self.cap, key
+        t = t.detach().clone()
+        self.cap[key] = t
+
+    def _install(self):
+        model, args = self.model, self.args
+        rec = self
+        # module-level kernel wrappers (copies only)
+
+        def act_quant_w(x, block_size=128, scale_fmt=None, scale_dtype=None, inplace=False):
+            out = kernel.act_quant(x, block_size, scale_fmt, scale_dtype, inplace)
+            if inplace:
+                rec.put("window_kv", x[0])
+            return out
+
+        def fp4_w(x, block_size=32, inplace=False, scale_dtype=torch.float8_e8m0fnu):
+            out = kernel.fp4_act_quant(x, block_size, inplace, scale_dtype)
+            assert inplace
+            if scale_dtype == torch.float8_e4m3fn:
+                assert block_size == 16
+                rec.put("compress_kv", x[0])
+            elif x.ndim == 3:
+                rec.put("index_key", x[0])
+            else:
+                rec.stash["idx_q"] = x.clone()
+            return out
+
+        def sparse_w(q, kv, attn_sink, topk_idxs, softmax_scale):
+            rec.put("q", q[0])
+            o = kernel.sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale)
+            rec.stash["attn_o"] = o
+            return o
+
+        M.act_quant = act_quant_w
+        M.fp4_act_quant = fp4_w
+        M.sparse_attn = sparse_w
+
+        if model.engram_hash is not None:
+            model.engram_hash.register_forward_hook(lambda m, a, o: rec.put("engram_hash", o[0].int(), False))
+        model.embed.register_forward_hook(lambda m, a, o: rec.put("embed", o[0], False))
+        model.norm.register_forward_pre_hook(lambda m, a: rec.put("h_final", a[0][0], False))
+        model.norm.register_forward_hook(lambda m, a, o: rec.put("head_in", o[0], False))
+
+        def head_hook(m, a, o):
+            rec.put("logits", o[0], False)
+            lg = o[0].float()
+            top = torch.topk(lg, 2).values.tolist()
+            rec.mg.add("logits_argmax", {"step": rec.step}, top[0], top[1], f32_required(top[0], top[1]))
+        model.head.register_forward_hook(head_hook)
+
+        for li, blk in enumerate(model.layers):
+            self._install_block(li, blk)
+
+    def _install_block(self, li, blk):
+        rec = self
+        args = self.args
+
+        def set_layer(m, a):
+            rec.layer = li
+        if blk.engram is not None:
+            blk.engram.register_forward_pre_hook(set_layer)
+
+            def eng_hook(mod, a, out):
+                x, hash_ids = a[0], a[1]
+                kv = mod.wkv(mod.embed(hash_ids).flatten(-2))
+                key, value = kv.split([mod.hc_mult * mod.dim, mod.dim], dim=-1)
+                key = key.float().unflatten(-1, (mod.hc_mult, mod.dim))
+                weight = mod.q_weight.float() * mod.k_weight.float()
+                h, eps = x.float(), mod.eps
+                rstd = torch.rsqrt(h.square().mean(-1) + eps) * torch.rsqrt(key.square().mean(-1) + eps)
+                dot = (h * weight * key).sum(-1) * rstd * mod.dim ** -0.5
+                gate = torch.sigmoid(torch.copysign(dot.abs().clamp_min(mod.clamp_value).sqrt(), dot))
+                chk = (h + gate.unsqueeze(-1) * value.float().unsqueeze(-2)).to(x.dtype)
+                assert torch.equal(chk, out), "engram recompute"
+                rec.put("engram_gate", gate[0])
+                rec.put("engram_out", out[0])
+                rec.engram_gates += gate.reshape(-1).tolist()
+            blk.engram.register_forward_hook(eng_hook)
+
+        def blk_pre(m, a):
+            rec.layer = li
+            rec.stash["hc_calls"] = 0
+            rec.put("h_in", a[0][0])
+            rec.put("pre_mix_in", a[2][0])
+        blk.register_forward_pre_hook(blk_pre)
+        blk.register_forward_hook(lambda m, a, o: rec.put("h_out", o[0][0]))
+
+        orig_mixes = blk.hc_mixes
+
+        def mixes_w(x, hc_fn, hc_scale, hc_base):
+            pre, post, comb = orig_mixes(x, hc_fn, hc_scale, hc_base)
+            which = "attn" if rec.stash["hc_calls"] == 0 else "ffn"
+            rec.stash["hc_calls"] += 1
+            if which == "ffn":
+                rec.put("h_mid", x[0])
+            rec.put(f"{which}_pre", pre[0])
+            rec.put(f"{which}_post", post[0])
+            rec.put(f"{which}_comb", comb[0])
+            return pre, post, comb
+        blk.hc_mixes = mixes_w
+
+        attn = blk.attn
+        attn.register_forward_pre_hook(lambda m, a: rec.put("attn_in", a[0][0]))
+
+        def attn_hook(m, a, o):
+            rec.put("attn_o", rec.stash.pop("attn_o")[0])
+            rec.put("attn_out", o[0])
+        attn.register_forward_hook(attn_hook)
+
+        if attn.compress_ratio:
+            orig_ckv = attn._compress_kv
+
+            def ckv_w(x, qr, start_pos, offset):
+                ckv, idxs = orig_ckv(x, qr, start_pos, offset)
+                rec.put("index_topk", idxs[0])
+                return ckv, idxs
+            attn._compress_kv = ckv_w
+
+        if attn.compressor is not None:
+            comp = attn.compressor
+
+            def comp_hook(m, a, o):
+                x, start_pos = a
+                if comp.compress_ratio > 1:
+                    d = rec.partial.setdefault(li, {"ratio": comp.compress_ratio, "completed_at_pos": []})
+                    if start_pos == 0:
+                        d["prefill_remainder"] = x.size(1) % comp.compress_ratio
+                        d["prefill_latents"] = x.size(1) // comp.compress_ratio
+                    elif o is not None:
+                        d["completed_at_pos"].append(start_pos)
+                if o is not None:
+                    rec.put("compress_latent", o[0])
+            comp.register_forward_hook(comp_hook)
+            if attn.indexer is not None and attn.indexer.owns_k:
+                rec.kcache_owner[attn.indexer.k_cache.data_ptr()] = li
+
+        if attn.indexer is not None:
+            self._install_indexer(li, attn)
+
+        gate = blk.ffn.gate
+
+        def gate_hook(mod, a, out):
+            x = a[0]
+            scores = M.linear(x.float(), mod.weight.float()) / mod.gate_temp
+            if mod.score_func == "softmax":
+                scores = scores.softmax(dim=-1)
+            elif mod.score_func == "sigmoid":
+                scores = scores.sigmoid()
+            else:
+                scores = torch.nn.functional.softplus(scores).sqrt()
+            weights, indices = out
+            biased = scores + mod.bias
+            chk = biased.topk(mod.topk, dim=-1)[1]
+            assert torch.equal(torch.gather(biased, 1, chk), torch.gather(biased, 1, indices)), "router recompute"
+            rec.put("moe_scores", scores)
+            rec.put("moe_indices", indices.int())
+            rec.put("moe_weights", weights)
+            E = biased.size(-1)
+            if mod.topk < E:
+                srt = torch.sort(biased, dim=-1, descending=True).values
+                for t in range(srt.size(0)):
+                    a_, b_ = srt[t, mod.topk - 1].item(), srt[t, mod.topk].item()
+                    rec.mg.add("moe_topk", {"step": rec.step, "layer": li, "token": t}, a_, b_, f32_required(a_, b_))
+        gate.register_forward_hook(gate_hook)
+        blk.ffn.register_forward_pre_hook(lambda m, a: rec.put("ffn_in", a[0][0]))
+        blk.ffn.register_forward_hook(lambda m, a, o: rec.put("ffn_out", o[0]))
+
+        if args.swiglu_limit > 0:
+            lim = args.swiglu_limit
+
+            def exp_pre(mod, a):
+                x = a[0]
+                g = mod.w1(x).float()
+                u = mod.w3(x).float()
+                rec.clamps["up_above"] += int((u > lim).sum())
+                rec.clamps["up_below"] += int((u < -lim).sum())
+                rec.clamps["up_total"] += u.numel()
+                rec.clamps["gate_above"] += int((g > lim).sum())
+                rec.clamps["gate_total"] += g.numel()
+            for e in list(blk.ffn.experts) + [blk.ffn.shared_experts]:
+                e.register_forward_pre_hook(exp_pre)
+
+    def _install_indexer(self, li, attn):
+        rec = self
+        ix = attn.indexer
+        args = self.args
+
+        def ix_hook(mod, a, out):
+            x, qr, latent, start_pos, offset = a
+            bsz, seqlen, _ = x.size()
+            ratio, end_pos = mod.compress_ratio, start_pos + seqlen
+            q = rec.stash.pop("idx_q")
+            index_k = M.shared_attn.index_k[:bsz, : end_pos // ratio]
+            owner = rec.kcache_owner.get(M.shared_attn.index_k.data_ptr())
+            if start_pos > 0 and latent is None and ratio > 1 and mod.owns_k and owner != li:
+                rec.keys_from_other.append({"step": rec.step["index"], "layer": li, "keys_from_layer": owner})
+            weights = mod.weights_proj(x) * (mod.softmax_scale * mod.n_heads ** -0.5)
+            score = torch.einsum("bshd,btd->bsht", q, index_k)
+            score = (score.relu_() * weights.unsqueeze(-1)).sum(dim=2)
+            rec.put("index_score", score[0])
+            masked = score.clone()
+            if start_pos == 0:
+                compress_lens = (torch.arange(1, seqlen + 1) // ratio).unsqueeze(-1)
+                masked.masked_fill_(torch.arange(seqlen // ratio) >= compress_lens, -torch.inf)
+                lens = compress_lens[:, 0].tolist()
+            else:
+                compress_lens = end_pos // ratio
+                lens = [compress_lens]
+            if mod.is_candidate_source:
+                cand = M.shared_attn.candidates
+                chk = M.select_candidate_blocks(masked, compress_lens, mod.candidate_topk_blocks,
+                                                mod.candidate_block_size)
+                assert torch.equal(chk, cand)
+                rec.put("candidates", cand[0])
+                rec._cand_margins(li, masked[0], lens, mod.candidate_topk_blocks, mod.candidate_block_size)
+            elif mod.uses_candidates:
+                masked = masked.masked_fill(~M.shared_attn.candidates, -torch.inf)
+            topk = min(mod.index_topk, end_pos // ratio)
+            width = masked.size(-1)
+            for r in range(seqlen):
+                row = masked[0, r].float()
+                L = lens[r]
+                fin = torch.isfinite(row)
+                nf = int(fin.sum())
+                sel_ref = sorted(v - offset for v in out[0, r].tolist() if v >= 0)
+                where = {"step": rec.step, "layer": li, "query": r}
+                if nf >= topk:
+                    vals, idx = torch.sort(row, descending=True, stable=True)
+                    mine = sorted(i for i in idx[:topk].tolist() if i < L)
+                    tie = False
+                    if nf > topk:
+                        a_, b_ = vals[topk - 1].item(), vals[topk].item()
+                        tie = a_ <= b_
+                        rec.mg.add("index_topk", where, a_, b_, bf16_required(a_, b_))
+                    else:
+                        rec.mg.excluded("index_topk")
+                    if not tie:
+                        assert mine == sel_ref, ("topk mismatch", rec.step, li, r, mine, sel_ref, row.tolist(), offset, L)
+                else:
+                    fill = topk - nf
+                    n_inf = width - nf
+                    reach_masked = [i for i in range(min(L, width)) if not fin[i]]
+                    if reach_masked and n_inf > fill:
+                        rec.mg.ambiguous.append(dict(where, reachable_masked=len(reach_masked), fill=fill))
+                    rec.mg.excluded("index_topk")
+        ix.register_forward_hook(ix_hook)
+
+    def _cand_margins(self, li, masked, lens, topk_blocks, bs):
+        T, width = masked.shape
+        for r in range(T):
+            row = masked[r].float()
+            nb = -(-width // bs)
+            pad = torch.full((nb * bs,), -torch.inf)
+            pad[:width] = row
+            blocks = pad.view(nb, bs).amax(-1)
+            L = lens[r]
+            last = (L - 1) // bs
+            slots = min(topk_blocks, nb)
+            cands = [(blocks[b].item(), b) for b in range(nb) if b != last and math.isfinite(blocks[b].item())]
+            if 0 <= last < nb:
+                slots -= 1
+            cands.sort(key=lambda t: -t[0])
+            where = {"step": self.step, "layer": li, "query": r}
+            if slots >= 1 and len(cands) > slots:
+                a_, b_ = cands[slots - 1][0], cands[slots][0]
+                self.mg.add("candidate_blocks", where, a_, b_, bf16_required(a_, b_))
+            else:
+                self.mg.excluded("candidate_blocks")
+
+
+def run(spec, salt):
+    args = build_args(spec["config"])
+    P, D = spec["prompt_len"], spec["decode_steps"]
+    assert args.max_seq_len >= P + D
+    model, params_meta, tm, reassigned = build_model(args)
+    toks = [int(t) for t in fixed_int_np(f"inputs.{salt}.tokens", P + D, args.vocab_size)]
+    mg = Margins()
+    rec = Recorder(model, args, mg)
+    steps = []
+    for j in range(D + 1):
+        if j == 0:
+            ids, sp, kind = toks[:P], 0, "prefill"
+        else:
+            ids, sp, kind = [toks[P + j - 1]], P + j - 1, "decode"
+        rec.cap = {}
+        rec.step = {"index": j, "kind": kind, "start_pos": sp}
+        x = torch.tensor([ids], dtype=torch.long)
+        rec.put("tokens", x[0].int(), False)
+        with torch.inference_mode():
+            out_ids, logits, _ = model(x, sp)
+        steps.append({"index": j, "kind": kind, "start_pos": sp, "tokens": ids, "argmax": int(out_ids[0]),
+                      "raw": rec.cap})
+    return dict(args=args, model=model, params_meta=params_meta, tm=tm, reassigned=reassigned, toks=toks,
+                steps=steps, margins=mg, rec=rec)
+
+
+def order_captures(raw, n_layers):
+    out = {}
+    for k in ("tokens", "engram_hash", "embed"):
+        if k in raw:
+            out[k] = raw[k]
+    for li in range(n_layers):
+        for n in LAYER_ORDER:
+            k = f"layers.{li}.{n}"
+            if k in raw:
+                out[k] = raw[k]
+    for k in ("h_final", "head_in", "logits"):
+        out[k] = raw[k]
+    assert len(out) == len(raw), set(raw) - set(out)
+    return out
+
+
+def margins_json(mg, search):
+    kinds = {}
+    for name, k in mg.kinds.items():
+        kinds[name] = {"values": "f32" if name in ("moe_topk", "logits_argmax") else "bf16",
+                       "events": k["events"], "violations": k["violations"], "ties": k["ties"],
+                       "min_gap_over_required": k["min_ratio"], "excluded": k["excluded"],
+                       "tightest": k["tightest"], "below_rule": k["below_rule"]}
+    return {"rule": {"bf16": "gap >= max(1e-3*v, 4*ulp_bf16(v))", "f32": "gap >= max(1e-4*v, 1e-6)",
+                     "v": "max(|last selected|, |first unselected|)"},
+            "rule_met": mg.rule_met(), "search": search, "forced_salt": search.get("forced", False),
+            "kinds": kinds,
+            "note": "Entries masked to -inf and the pinned newest candidate block take part in no comparison; "
+                    "'excluded' counts selections decided by no comparison. No selection has a zero gap; no "
+                    "top-k fill can pick a reachable masked entry."}
+
+
+def spot_checks(params_meta, model):
+    sd = model.state_dict()
+    out = []
+    pick = [p for p in params_meta if p["name"] in ("embed.weight", "head.weight", "norm.weight")
+            or p["name"].startswith("layers.0.hc_attn_fn") or p["name"] == "layers.0.hc_ffn_scale"
+            or p["name"].endswith("compressor.wgate.weight") or p["name"].endswith("engram.embed.weight")]
+    seen_eng = 0
+    for p in pick:
+        n = int(np.prod(p["shape"]))
+        if p["storage"] == "e4m3_pow2_block32":
+            seen_eng += 1
+            if seen_eng > 1:
+                continue
+            rows, cols = p["shape"]
+            idxs = sorted({0, cols - 1, (rows // 3) * cols, n - cols, n - 1})
+            raw = fixed_raw_np(p["name"], n)
+            f32 = fixed_value_np(p["name"], n, p["scale"], p["offset"])
+            codes = sd[p["name"]].float().numpy().reshape(-1)
+            scales = sd[p["name"][: -len(".weight")] + ".scale"].float().numpy()
+            for i in idxs:
+                r, c = divmod(i, cols)
+                bsc = float(scales[r, c // 32])
+                out.append({"name": p["name"], "index": i, "row": r, "col": c, "raw": str(int(raw[i])),
+                            "f32": F32(f32[i]), "code": F32(codes[i]), "block_scale": F32(bsc),
+                            "value": F32(codes[i] * bsc)})
+            continue
+        idxs = sorted({0, 1, n // 2 + 7 if n > 16 else n - 1, n - 1})
+        raw = fixed_raw_np(p["name"], n)
+        f32 = fixed_value_np(p["name"], n, p["scale"], p["offset"])
+        vals = sd[p["name"]].float().numpy().reshape(-1)
+        for i in idxs:
+            out.append({"name": p["name"], "index": i, "raw": str(int(raw[i])), "f32": F32(f32[i]),
+                        "value": F32(vals[i])})
+    return out
+
+
+def coverage_json(res, spec):
+    args, rec, steps = res["args"], res["rec"], res["steps"]
+    P = spec["prompt_len"]
+    cov = {}
+    cov["window_ring_wrap"] = {"required": P + spec["decode_steps"] > args.window_size,
+                               "ok": P + spec["decode_steps"] > args.window_size,
+                               "prompt_len": P, "window_size": args.window_size}
+    layers = {}
+    for li, d in rec.partial.items():
+        d = dict(d)
+        d["partial_group_completed_in_decode"] = bool(d.get("prefill_remainder")) and bool(d["completed_at_pos"])
+        layers[str(li)] = d
+    cov["partial_group_into_decode"] = {"required": False, "ok": any(
+        v["partial_group_completed_in_decode"] for v in layers.values()), "layers": layers}
+    if args.swiglu_limit > 0:
+        cov["swiglu_clamps"] = dict({"required": False, "ok": True, "limit": args.swiglu_limit}, **rec.clamps)
+    if rec.engram_gates:
+        g = np.array(rec.engram_gates)
+        cov["engram_gates_mostly_mid"] = {"required": False, "ok": bool(((g > .05) & (g < .95)).mean() > .5),
+                                          "fraction_in_open_0_05_0_95": float(((g > .05) & (g < .95)).mean()),
+                                          "n": int(g.size), "min": float(g.min()), "max": float(g.max()),
+                                          "mean": float(g.mean())}
+    cov["decode_index_keys_from_other_layer"] = {
+        "required": False, "ok": True,
+        "note": "ratio>1 index sources on decode steps without a new group score against the index keys last "
+                "published by another layer (reference behaviour, reproduced as is)",
+        "events": rec.keys_from_other}
+    return cov
+
+
+def to_golden(spec, salt, res, search):
+    args = res["args"]
+    cfg = {}
+    for k, v in vars(args).items():
+        cfg[k] = list(v) if isinstance(v, tuple) else v
+    P, D = spec["prompt_len"], spec["decode_steps"]
+    fixture = {
+        "name": spec["name"], "description": spec["description"], "config": cfg, "config_changes": [],
+        "prompt_len": P, "decode_steps": D, "input_salt": salt,
+        "input_rule": "tokens[i] = fixed_int('inputs.<salt>.tokens', i, vocab_size) for i < prompt_len + "
+                      "decode_steps; the first prompt_len are the prompt, the rest are fed one per decode step",
+        "prompt_tokens": res["toks"][:P], "decode_tokens": res["toks"][P:],
+    }
+    if args.engram_layer_ids:
+        eh = res["model"].engram_hash
+        lay = res["model"].engram_layout
+        primes = [p for layer in lay.primes for ng in layer for p in ng]
+        nl, ng_, nh = len(lay.primes), lay.max_ngram_size - 1, lay.n_heads
+        fixture["engram"] = {
+            "layer_ids": list(args.engram_layer_ids), "max_ngram_size": args.engram_max_ngram_size,
+            "n_heads": args.engram_n_heads, "head_dim": args.engram_head_dim,
+            "compressed_vocab_size": args.engram_compressed_vocab_size,
+            "token_map_rule": "synthetic: fixed_int('engram.token_map', id, compressed_vocab_size), then each unused "
+                              "compressed id (ascending) replaces the value of the next token id (ascending, single "
+                              "pass) whose value is shared by more than one token id",
+            "token_map_reassigned": res["reassigned"], "token_map": res["tm"],
+            "raw_pad_id": args.engram_pad_id, "pad_id": int(eh.pad_id),
+            "num_embeddings": list(args.engram_num_embeddings),
+            "primes_shape": [nl, ng_, nh], "primes": primes,
+            "offsets_shape": [nl, ng_ * nh], "offsets": [int(v) for v in eh.offsets.reshape(-1).tolist()],
+            "multipliers_shape": [nl, args.engram_max_ngram_size],
+            "multipliers": [str(int(v)) for v in eh.multipliers.reshape(-1).tolist()],
+        }
+    else:
+        fixture["engram"] = None
+    fixture["reference"] = {
+        "hf_repo": "deepseek-ai/DeepSeek-V4.1-Flash",
+        "revision": "dba1be0a40aa45a94ad051997016db3960a90277",
+        "files": {"inference/model.py": MODEL_SHA, "inference/engram.py": ENGRAM_SHA},
+        "kernel_py": {"official_sha256": "1236c3507019ed176f5dba5e04bcea58867cf654818c6cf138ed4845398c2455",
+                      "used": False, "replaced_by": "kernel.py (CPU stand-in)"},
+        "shims_sha256": sha256_file(os.path.join(HERE, "kernel.py")),
+        "filler_sha256": sha256_file(os.path.abspath(__file__)),
+        "generator_sha256": sha256_file(os.path.abspath(__file__)),
+        "torch": torch.__version__, "python": platform.python_version(), "numpy": np.__version__,
+        "torch_threads": torch.get_num_threads(), "default_dtype": "bfloat16",
+        "patches": [f"torch.{n}: inert sentinel object (absent in torch {torch.__version__}); model.py only compares "
+                    "dtypes against it" for n in SENTINELS] + PATCHES,
+        "shim_semantic_choices": SHIM_CHOICES,
+    }
+    steps = []
+    for s in res["steps"]:
+        caps = order_captures(s["raw"], args.n_layers)
+        steps.append({"index": s["index"], "kind": s["kind"], "start_pos": s["start_pos"], "tokens": s["tokens"],
+                      "argmax": s["argmax"], "captures": {k: capture(v) for k, v in caps.items()}})
+    return {
+        "schema": "ds41-golden/1",
+        "fixture": fixture,
+        "weights_meta": {"filler": FILLER, "gains": GAINS, "params": res["params_meta"]},
+        "spot_checks": spot_checks(res["params_meta"], res["model"]),
+        "margins": margins_json(res["margins"], search),
+        "coverage": coverage_json(res, spec),
+        "steps": steps,
+    }
+
+
+FILLER = {
+    "fnv1a64": {"offset_basis": "0xcbf29ce484222325", "prime": "0x100000001b3"},
+    "splitmix64": "z=x+0x9E3779B97F4A7C15; z=(z^(z>>30))*0xBF58476D1CE4E5B9; z=(z^(z>>27))*0x94D049BB133111EB; "
+                  "return z^(z>>31)",
+    "fixed_raw": "splitmix64(fnv1a64(name) + i), i = row-major flat index",
+    "fixed_value": "u=(fixed_raw>>40)/2^24; float32((2u-1)*scale+offset), float64 arithmetic",
+    "storage": {
+        "bf16": "fixed_value rounded to bfloat16 (nearest, ties to even)",
+        "f32": "fixed_value",
+        "e4m3_pow2_block32": "fixed_value rows quantised per block of 32: k = smallest integer with amax <= 448*2^k "
+                             "(k=0 if amax==0), code = e4m3(v/2^k) nearest-even saturating, value = code*2^k; the "
+                             "'.scale' parameter holds 2^k",
+        "derived": "filled from another parameter's rule",
+    },
+}
+
+PATCHES = [
+    "sys.modules['image_processor'], sys.modules['vision']: inert stubs (vision_n_layers 0)",
+    "sys.modules['kernel'] = kernel.py (pure-torch CPU stand-ins for the tilelang kernel.py: act_quant, "
+    "fp4_act_quant, fp8_gemm, fp4_gemm, sparse_attn, hc_split_sinkhorn)",
+    "engram.build_compressed_token_map -> returns the synthetic token map of fixture.engram.token_map (no "
+    "tokenizer); NgramHashState derives pad id, primes, offsets and multipliers itself",
+    "ParallelEngramEmbedding parameters replaced after construction: weight holds the e4m3 code VALUES and scale "
+    "the power-of-two block scales, both float32; forward() is unchanged, so rows are dequantised as code * scale "
+    "and cast to bf16 exactly as with real fp8 storage",
+    "model.sparse_attn / model.act_quant / model.fp4_act_quant -> call-through wrappers of the shim functions that "
+    "copy their inputs/outputs for the captures (values unchanged)",
+    "per-instance wrappers of Block.hc_mixes and Attention._compress_kv that call the original method and copy its "
+    "results (values unchanged); everything else is captured with forward (pre-)hooks, and the router scores, "
+    "indexer scores, candidate mask and engram gates are recomputed in hooks with the reference's own expressions "
+    "and checked against the reference's outputs",
+]
+
+SHIM_CHOICES = None  # filled from the public golden's text (same semantics), C1 replaced
+
+
+def load_shim_choices():
+    global SHIM_CHOICES
+    pub = os.environ.get("DS41_PUBLIC_GOLDEN", "/work/main/golden/ds41_tiny_golden.json")
+    with open(pub) as f:
+        g = json.load(f)
+    ch = list(g["fixture"]["reference"]["shim_semantic_choices"])
+    if not SENTINELS:
+        ch[0] = ("C1  dtype stand-ins: none needed (this torch has float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn_x2); "
+                 "`fp4_act_quant(..., scale_dtype=torch.float8_e4m3fn)` selects the E4M3 variant.")
+    SHIM_CHOICES = ch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("spec")
+    ap.add_argument("out")
+    ap.add_argument("--salt", type=int)
+    ap.add_argument("--search", type=int, nargs=2, metavar=("START", "COUNT"))
+    ns = ap.parse_args()
+    load_shim_choices()
+    spec = json.load(open(ns.spec))
+    if ns.salt is not None:
+        salts, forced = [ns.salt], True
+    else:
+        a, n = ns.search or (0, 40)
+        salts, forced = list(range(a, a + n)), False
+    best = None
+    evaluated, admissible = 0, 0
+    t0 = time.time()
+    for s in salts:
+        res = run(spec, s)
+        evaluated += 1
+        mg = res["margins"]
+        ok_adm = mg.admissible()
+        print(f"salt {s}: admissible={ok_adm} rule_met={mg.rule_met()} violations={mg.n_violations()} "
+              f"min_ratio={mg.min_ratio():.3g} ambiguous={len(mg.ambiguous)} "
+              f"ties={ {k: v['ties'] for k, v in mg.kinds.items()} } viol={ {k: v['violations'] for k, v in mg.kinds.items()} } ({time.time() - t0:.0f}s)",
+              flush=True)
+        if forced or mg.rule_met():
+            best = (s, res)
+            break
+        if ok_adm:
+            admissible += 1
+            key = (mg.n_violations(), -mg.min_ratio(), s)
+            if best is None or key < best[2]:
+                best = (s, res, key)
+    assert best is not None, "no admissible salt"
+    s, res = best[0], best[1]
+    search = {"salts": salts[0:1] + salts[-1:], "evaluated": evaluated, "admissible": admissible, "forced": False,
+              "procedure": "salts judged in increasing order; the first meeting the rule everywhere is taken, else "
+                           "the admissible one with the fewest bf16 rule violations"}
+    g = to_golden(spec, s, res, search)
+    text = dumps(g)
+    with open(ns.out, "w") as f:
+        f.write(text)
+    print(f"wrote {ns.out} salt={s} size={len(text)} rule_met={res['margins'].rule_met()}")
+
+
+if __name__ == "__main__":
+    main()
