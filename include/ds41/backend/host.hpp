@@ -3,7 +3,8 @@
 // The backend vocabulary every component uses (the CUDA backend offers the same names):
 //   Buffer<T>, alloc<T>(n), upload/download/copy, for_each(n, f), linear(...), sync().
 // Components never touch threads or CUDA directly. Linear runs the vectorised, multi-threaded
-// kernels of host_gemv.hpp (bit-identical to MatrixView::dot); for_each splits its items over the
+// kernels of host_gemv.hpp (bit-identical to MatrixView::dot) on weights Matrix<HostBackend> stored
+// as 8-row panels (upload_linear_weights); for_each splits its items over the
 // same thread pool (host_threads.hpp) when there are enough of them.
 #pragma once
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "../core/topk.hpp"
 #include "host_buffer.hpp"
 #include "host_gemv.hpp"
+#include "host_panels.hpp"
 #include "host_threads.hpp"
 
 namespace ds41 {
@@ -68,6 +70,21 @@ struct HostBackend {
   /// idx[r, 0..k) = the k best columns of v[r, 0..n), best first (topk_before's order).
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     for_each(rows, [=](long r) { topk_row(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), nullptr); });
+  }
+
+  /// Uploads a Linear's weights in the layout this backend's GEMV streams fastest: 8-row panels
+  /// (host_panels.hpp) where the vector kernels are compiled in. Returns false, touching nothing,
+  /// when `src` stays row-major (no AVX2, fp8 with NaN codes); the caller then uploads it as is.
+  /// Buffers of the right size are reused (expert slots).
+  static bool upload_linear_weights(const MatrixView& src, Buffer<uint8_t>& payload, Buffer<float>& scales,
+                                    MatrixView& out) {
+    if (!host_gemv::kVectorised || !host_panels::packable(src)) return false;
+    const size_t bytes = host_panels::payload_bytes(src.format, src.rows, src.cols);
+    const size_t nscales = host_panels::scale_count(src.format, src.rows, src.cols);
+    if (payload.size() != bytes) payload = Buffer<uint8_t>(bytes);
+    if (scales.size() != nscales) scales = Buffer<float>(nscales);
+    out = host_panels::pack(src, payload.data(), scales.data());
+    return true;
   }
 
   /// y[r, n] = round(x[r, :] · W[n, :]) for r < rows, n < W.rows.

@@ -16,6 +16,9 @@
 // full 32-column block, go through scalar-built columns (same arithmetic); fp8 blocks holding a
 // NaN code go through the scalar decoder so NaNs stay NaN.
 //
+// These kernels serve row-major views (HostTensor::view(), fp8 matrices holding NaN codes); the
+// host backend stores its Linear weights as panels, served by host_gemv_panels.hpp.
+//
 // Compiled for AVX2 when the translation unit has __AVX2__ (e.g. -march=native, see DS41_NATIVE;
 // never in nvcc's device pass), else the scalar reference loops. Threads split output-row tiles, never a row's sum.
 #pragma once
@@ -26,6 +29,7 @@
 #include <vector>
 #include "../core/linear_math.hpp"
 #include "host_buffer.hpp"
+#include "host_gemv_panels.hpp"
 #include "host_threads.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -357,6 +361,8 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
   const auto* products = static_cast<const float*>(fp4_products);
+  if (w.layout == WeightLayout::kPanels8)
+    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   switch (w.format) {
     case WeightFormat::kF32:
       return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);

@@ -83,14 +83,42 @@ DS41_HD float dot_bf16_running(const float* x, W w, int K) {
   return acc;
 }
 
+/// How a matrix's payload is laid out. Row-major is the file order and what every backend reads;
+/// the host backend repacks its Linear weights into 8-row panels so its GEMV reads 8 rows' weights
+/// for one K position as one vector (host_panels.hpp), with the same values and the same sums.
+enum class WeightLayout : int {
+  kRowMajor = 0,  // row n's K values contiguous (fp4: two per byte, low nibble first)
+  kPanels8 = 1,   // 8-row panels: per panel, K in groups of 32 bytes holding 8 rows x 4 bytes
+};
+
+/// Panel layout: rows per panel, and K positions per 32-byte group (8 rows x 4 bytes: 1 f32,
+/// 2 bf16, 4 fp8 codes, 8 fp4 codes per row).
+constexpr int kPanelRows = 8;
+DS41_HD int panel_group_k(WeightFormat f) {
+  return f == WeightFormat::kF32 ? 1 : f == WeightFormat::kBF16 ? 2 : f == WeightFormat::kFp8Block32 ? 4 : 8;
+}
+/// Panel layout, fp8 and fp4: the byte of a group holding row i's code for column j (fp4: column
+/// j's nibble, the low one for j < 4, the high one for j >= 4). f32 and bf16 keep row i's 4
+/// row-major bytes at 4i. This order lets the host decoder widen bytes to f32 lanes in place.
+DS41_HD int panel_code_byte(int i, int j) { return 4 * (j % 4) + (i % 4) + 16 * (i / 4); }
+/// Bytes of one panel: ceil(cols / group) groups of 8 rows x 4 bytes (the K tail padded with zeros).
+DS41_HD long panel_bytes(WeightFormat f, int cols) {
+  const int g = panel_group_k(f);
+  return static_cast<long>((cols + g - 1) / g) * (kPanelRows * 4);
+}
+
 /// Non-owning view of a weight matrix [rows=N out, cols=K in] in any format.
 struct MatrixView {
   WeightFormat format = WeightFormat::kBF16;
   int rows = 0, cols = 0;
   const void* data = nullptr;     // format-specific payload
   const float* scales = nullptr;  // fp8/fp4 block scales
+  WeightLayout layout = WeightLayout::kRowMajor;
+  int row0 = 0;  // panel layout: the stored row that is this view's row 0 (row_slice cannot move
+                 // `data` into the middle of a panel); always 0 for row-major
 
   DS41_HD float dot(const float* x, int n) const {
+    if (layout == WeightLayout::kPanels8) return panel_dot(x, n);
     switch (format) {
       case WeightFormat::kF32: return dot_f32(x, static_cast<const float*>(data) + static_cast<long>(n) * cols, cols);
       case WeightFormat::kBF16:
@@ -109,6 +137,10 @@ struct MatrixView {
 
   /// Element (n, k) as a float.
   DS41_HD float at(int n, int k) const {
+    if (layout == WeightLayout::kPanels8) {
+      const float w = panel_value(row0 + n, k);
+      return block_scaled() ? w * panel_scale(row0 + n, k / 32) : w;
+    }
     const long i = static_cast<long>(n) * cols + k;
     switch (format) {
       case WeightFormat::kF32: return static_cast<const float*>(data)[i];
@@ -127,6 +159,10 @@ struct MatrixView {
   DS41_HD MatrixView row_slice(int r0, int n) const {
     MatrixView v = *this;
     v.rows = n;
+    if (layout == WeightLayout::kPanels8) {  // panels stay where they are; the view starts inside one
+      v.row0 = row0 + r0;
+      return v;
+    }
     long kblocks = (cols + 31) / 32;
     switch (format) {
       case WeightFormat::kF32: v.data = static_cast<const float*>(data) + static_cast<long>(r0) * cols; break;
@@ -141,6 +177,53 @@ struct MatrixView {
         break;
     }
     return v;
+  }
+
+  DS41_HD bool block_scaled() const {
+    return format == WeightFormat::kFp8Block32 || format == WeightFormat::kFp4Block32;
+  }
+
+  /// Panel layout: stored row p's weight k before its block scale (what the reference multiplies
+  /// x[k] by).
+  DS41_HD float panel_value(int p, int k) const {
+    const int g = panel_group_k(format), i = p % kPanelRows;
+    const uint8_t* group = static_cast<const uint8_t*>(data) + static_cast<long>(p / kPanelRows) * panel_bytes(format, cols) +
+                           static_cast<long>(k / g) * (kPanelRows * 4);
+    switch (format) {
+      case WeightFormat::kF32: return reinterpret_cast<const float*>(group + 4 * i)[0];
+      case WeightFormat::kBF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(group + 4 * i)[k % 2]);
+      case WeightFormat::kFp8Block32: return e4m3_decode(group[panel_code_byte(i, k % 4)]);
+      case WeightFormat::kFp4Block32: {
+        uint8_t byte = group[panel_code_byte(i, k % 8)];
+        return e2m1_decode(k % 8 >= 4 ? (byte >> 4) : (byte & 0xF));
+      }
+    }
+    return 0.0f;
+  }
+  /// Panel layout: stored row p's scale of 32-column block kbi. fp8 scales keep their row-major
+  /// [ceil(N/32), kblocks] table (a panel lies inside one 32-row block); fp4 scales are stored
+  /// per panel as [kblocks][8 rows], one vector per block.
+  DS41_HD float panel_scale(int p, int kbi) const {
+    const long kblocks = (cols + 31) / 32;
+    if (format == WeightFormat::kFp8Block32) return scales[static_cast<long>(p / 32) * kblocks + kbi];
+    return scales[(static_cast<long>(p / kPanelRows) * kblocks + kbi) * kPanelRows + p % kPanelRows];
+  }
+  /// dot() on the panel layout: the same products and sums in the same order as dot_f32,
+  /// dot_bf16, dot_fp8_block32 and dot_fp4_block32.
+  DS41_HD float panel_dot(const float* x, int n) const {
+    const int p = row0 + n;
+    float acc = 0.0f;
+    if (!block_scaled()) {
+      for (int k = 0; k < cols; ++k) acc += x[k] * panel_value(p, k);
+      return acc;
+    }
+    for (int kb = 0; kb < cols; kb += 32) {
+      float part = 0.0f;
+      int ke = kb + 32 < cols ? kb + 32 : cols;
+      for (int k = kb; k < ke; ++k) part += x[k] * panel_value(p, k);
+      acc += part * panel_scale(p, kb / 32);
+    }
+    return acc;
   }
 };
 

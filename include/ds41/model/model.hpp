@@ -31,7 +31,7 @@ class Model {
     const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim});
     DS41_CHECK(emb.format == WeightFormat::kBF16 || emb.format == WeightFormat::kF32, "weights: 'embed.weight' has format ",
                format_name(emb.format), ", expected bf16 or f32");
-    embed_ = Matrix<B>(emb);
+    embed_ = Matrix<B>(emb, MatrixUse::kTable);  // embed_rows reads its rows directly
     for (int l = 0; l < c.n_layers; ++l) layers_.push_back(std::make_unique<BlockT>(c, w, l, shared...));
     // layer l's MoE predicts layer l+1's experts (used by stores that prefetch)
     for (int l = 0; l + 1 < c.n_layers; ++l) layers_[l]->moe().set_next(&layers_[l + 1]->moe());

@@ -155,19 +155,7 @@ class ExpertArena {
   }
 
  private:
-  static void put(Matrix<B>& m, const HostTensor& t) {
-    if (m.payload.size() != t.payload.size()) m.payload = B::template alloc<uint8_t>(t.payload.size());
-    B::upload(m.payload.data(), t.payload.data(), t.payload.size());
-    if (!t.scales.empty()) {
-      if (m.scales.size() != t.scales.size()) m.scales = B::template alloc<float>(t.scales.size());
-      B::upload(m.scales.data(), t.scales.data(), t.scales.size());
-    }
-    m.v.format = t.format;
-    m.v.rows = static_cast<int>(t.shape[0]);
-    m.v.cols = static_cast<int>(t.shape[1]);
-    m.v.data = m.payload.data();
-    m.v.scales = t.scales.empty() ? nullptr : m.scales.data();
-  }
+  static void put(Matrix<B>& m, const HostTensor& t) { m.assign(t); }
   std::vector<ExpertWeights<B>> slots_;
 };
 

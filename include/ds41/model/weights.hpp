@@ -116,6 +116,11 @@ class WeightSet : public WeightSource {
   std::map<std::string, HostTensor> map_;
 };
 
+/// What a Matrix is read by: kLinear through B::linear / MatrixView (dot, at, row_slice), so the
+/// backend may store it in its own layout; kTable row by row through `data` (the embedding), so it
+/// stays row-major.
+enum class MatrixUse { kLinear, kTable };
+
 /// A weight matrix resident in backend B's memory.
 template <class B>
 struct Matrix {
@@ -124,14 +129,20 @@ struct Matrix {
   MatrixView v;
 
   Matrix() = default;
-  explicit Matrix(const HostTensor& t) {
+  explicit Matrix(const HostTensor& t, MatrixUse use = MatrixUse::kLinear) { assign(t, use); }
+
+  /// Replaces the contents with `t`, reusing the buffers when their sizes fit.
+  void assign(const HostTensor& t, MatrixUse use = MatrixUse::kLinear) {
     DS41_CHECK(t.shape.size() == 2, "matrix expected, got shape ", shape_str({t.shape.begin(), t.shape.end()}));
-    payload = B::template alloc<uint8_t>(t.payload.size());
+    if constexpr (requires(MatrixView m) { B::upload_linear_weights(t.view(), payload, scales, m); })
+      if (use == MatrixUse::kLinear && B::upload_linear_weights(t.view(), payload, scales, v)) return;
+    if (payload.size() != t.payload.size()) payload = B::template alloc<uint8_t>(t.payload.size());
     B::upload(payload.data(), t.payload.data(), t.payload.size());
     if (!t.scales.empty()) {
-      scales = B::template alloc<float>(t.scales.size());
+      if (scales.size() != t.scales.size()) scales = B::template alloc<float>(t.scales.size());
       B::upload(scales.data(), t.scales.data(), t.scales.size());
     }
+    v = MatrixView{};
     v.format = t.format;
     v.rows = static_cast<int>(t.shape[0]);
     v.cols = static_cast<int>(t.shape[1]);

@@ -1,0 +1,244 @@
+// ds41/backend/host_gemv_panels.hpp — the host Linear on panel-packed weights (host_panels.hpp),
+// bit-identical to MatrixView::dot.
+//
+// One 32-byte load of a panel group holds the weights of 8 rows for g consecutive K positions;
+// it is decoded straight into g vectors "row i's weight k" (no transposes: fp8 and fp4 by byte
+// table lookups, because every e4m3 and e2m1 value is a bf16 number), and
+// `part = part + x[k] * column` is one _mm256_mul_ps and one _mm256_add_ps, each rounded on its own
+// (never FMA; -ffp-contract=off). Each lane is one row's running sum in K order, and fp8/fp4 keep
+// the reference's per-32 partial sums: the same operations as dot_f32 / dot_bf16 /
+// dot_fp8_block32 / dot_fp4_block32. Padding past K (zero codes) is never added: an extra +0
+// product could turn NaN·0 into a difference.
+//
+// A tile is NP panels (4 = 32 rows, four independent add chains to cover the add latency); the
+// decode GEMV (T = 1) consumes each group as it is decoded, prefill (T > 1) decodes a 32-column
+// block once into a buffer and applies it to up to kRowChunk input rows.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include "../core/linear_math.hpp"
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+
+namespace ds41::host_gemv::panels {
+
+constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
+constexpr int kTilePanels = 4; // panels per tile
+constexpr int kRowChunk = 16;  // input rows sharing one decoded block (prefill)
+
+// Column decoders: columns(group, c) sets c[j] = the unscaled weights of K position q*g + j of
+// the panel's 8 rows (lane i = row i), exactly the floats MatrixView::panel_value gives.
+struct F32Columns {
+  static constexpr int kGroup = 1;
+  static void columns(__m256i g, __m256* c) { c[0] = _mm256_castsi256_ps(g); }
+};
+
+struct Bf16Columns {  // lane = (k even in the low half, k odd in the high half); bf16 -> f32 = << 16
+  static constexpr int kGroup = 2;
+  static void columns(__m256i g, __m256* c) {
+    c[0] = _mm256_castsi256_ps(_mm256_slli_epi32(g, 16));
+    c[1] = _mm256_castsi256_ps(_mm256_and_si256(g, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
+};
+
+/// A 16-byte table repeated in both 128-bit lanes, for _mm256_shuffle_epi8.
+template <class... B>
+inline __m256i byte_table(B... b) {
+  return _mm256_setr_epi8(static_cast<char>(b)..., static_cast<char>(b)...);
+}
+
+/// f32 vectors from the top two bytes of each value (high[i], low[i] for code byte i).
+/// vpunpck{l,h}bw then vpunpck{l,h}wd with zero stay within 128-bit lanes, so vector t gets code
+/// bytes 4t..4t+3 (lanes 0-3) and 16+4t..16+4t+3 (lanes 4-7): the byte order panel_code_byte()
+/// gives fp8 and fp4 columns.
+inline void widen_bf16_bytes(__m256i high, __m256i low, __m256* c) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i w0 = _mm256_unpacklo_epi8(low, high), w1 = _mm256_unpackhi_epi8(low, high);
+  c[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, w0));
+  c[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, w0));
+  c[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, w1));
+  c[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, w1));
+}
+
+// e4m3 -> f32 by byte table lookups, 32 codes at a time (no f32 subnormals, no arithmetic). With
+// the code's high nibble h = s e3 e2 e1 and low nibble l = e0 m2 m1 m0, a normal value's top byte
+// (sign, exponent bits 7..1 = 60 + e>>1) depends on h only and its second byte (exponent bit 0,
+// mantissa) is l << 4. Codes with e >> 1 == 0 (zero, the subnormals m·2^-9, e == 1) take both
+// bytes' magnitude from l instead. NaN codes never reach here (host_panels::packable keeps such
+// matrices row-major).
+struct Fp8Columns {
+  static constexpr int kGroup = 4;
+  static void columns(__m256i g, __m256* c) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble), l = _mm256_and_si256(g, nibble);
+    const __m256i top_of_h = byte_table(0x00, 0x3D, 0x3E, 0x3F, 0x40, 0x41, 0x42, 0x43,  //
+                                        0x80, 0xBD, 0xBE, 0xBF, 0xC0, 0xC1, 0xC2, 0xC3);
+    const __m256i small_of_h = byte_table(0xFF, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0, 0, 0, 0, 0, 0, 0);  // e >> 1 == 0
+    const __m256i small_top_of_l = byte_table(0x00, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C,  //
+                                              0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C);
+    const __m256i second_of_l = byte_table(0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70,  //
+                                           0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0);
+    const __m256i small_second_of_l = byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x20, 0x40, 0x60,  //
+                                                 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0);
+    const __m256i small = _mm256_shuffle_epi8(small_of_h, h);
+    const __m256i top = _mm256_or_si256(_mm256_shuffle_epi8(top_of_h, h),
+                                        _mm256_and_si256(_mm256_shuffle_epi8(small_top_of_l, l), small));
+    const __m256i second =
+        _mm256_blendv_epi8(_mm256_shuffle_epi8(second_of_l, l), _mm256_shuffle_epi8(small_second_of_l, l), small);
+    widen_bf16_bytes(top, second, c);
+  }
+};
+
+// e2m1 -> f32 by byte table lookups: every e2m1 value is a bf16 number, and a nibble (sign and
+// magnitude) indexes a 16-entry table directly. Low nibbles are columns 0-3, high nibbles 4-7.
+struct Fp4Columns {
+  static constexpr int kGroup = 8;
+  static void columns(__m256i g, __m256* c) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i top = byte_table(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,  //
+                                   0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0);
+    const __m256i second = byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,  //
+                                      0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0);
+    const __m256i lo = _mm256_and_si256(g, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble);
+    widen_bf16_bytes(_mm256_shuffle_epi8(top, lo), _mm256_shuffle_epi8(second, lo), c);
+    widen_bf16_bytes(_mm256_shuffle_epi8(top, hi), _mm256_shuffle_epi8(second, hi), c + 4);
+  }
+};
+
+/// The block scales of panel p (8 rows) for the 32-column block kbi: fp8 one per 32 rows, fp4 one per row.
+inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
+  const long kblocks = (w.cols + 31) / 32;
+  if (w.format == WeightFormat::kFp8Block32) return _mm256_broadcast_ss(w.scales + (p * kPanelRows / 32) * kblocks + kbi);
+  return _mm256_loadu_ps(w.scales + (p * kblocks + kbi) * kPanelRows);
+}
+
+inline void store_rounded(__m256 acc, float* y, OutRound round) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, acc);
+  for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
+}
+
+inline __m256i load_group(const uint8_t* panel, int q) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + static_cast<long>(q) * 32));
+}
+
+/// Adds x[k]·W[row, k] for the k of groups [q_begin, q_end) below k_end into part[v] (panel
+/// p0 + v), in K order per row.
+template <class Columns, int NP, bool kTail>
+inline void add_groups(const float* x, const uint8_t* panel0, long pb, int q_begin, int q_end, int k_end,
+                       __m256* part) {
+  constexpr int g = Columns::kGroup;
+  for (int q = q_begin; q < q_end; ++q) {
+    const int jn = kTail ? std::min(g, k_end - q * g) : g;
+    for (int v = 0; v < NP; ++v) {
+      __m256 c[g];
+      Columns::columns(load_group(panel0 + v * pb, q), c);
+      for (int j = 0; j < jn; ++j) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(_mm256_broadcast_ss(x + q * g + j), c[j]));
+    }
+  }
+}
+
+/// Decode GEMV (one input row) of panels [p0, p0 + NP) into y[0 .. 8·NP).
+template <class Columns, int NP, bool kScaled>
+void gemv_tile(const float* x, const MatrixView& w, long p0, float* y, OutRound round) {
+  constexpr int g = Columns::kGroup;
+  const int K = w.cols;
+  const long pb = panel_bytes(w.format, K);
+  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  __m256 acc[NP];
+  for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
+  for (int kb = 0; kb < K; kb += kBlockK) {
+    __m256 part[NP];
+    for (int v = 0; v < NP; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
+    if (kb + kBlockK <= K) add_groups<Columns, NP, false>(x, panel0, pb, kb / g, (kb + kBlockK) / g, K, part);
+    else add_groups<Columns, NP, true>(x, panel0, pb, kb / g, (K + g - 1) / g, K, part);
+    for (int v = 0; v < NP; ++v)
+      acc[v] = kScaled ? _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], block_scales(w, p0 + v, kb / 32))) : part[v];
+  }
+  for (int v = 0; v < NP; ++v) store_rounded(acc[v], y + 8 * v, round);
+}
+
+/// Prefill (T input rows) of panels [p0, p0 + NP): each 32-column block decoded once per kRowChunk rows.
+template <class Columns, int NP, bool kScaled>
+void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, long p0, float* y, long y_stride,
+                 OutRound round) {
+  constexpr int g = Columns::kGroup;
+  const int K = w.cols;
+  const long pb = panel_bytes(w.format, K);
+  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  alignas(32) __m256 wt[kBlockK][NP];
+  for (long r0 = 0; r0 < T; r0 += kRowChunk) {
+    const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
+    __m256 acc[kRowChunk][NP];
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NP; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int kb = 0; kb < K; kb += kBlockK) {
+      const int kn = std::min(kBlockK, K - kb);
+      for (int q = kb / g; q * g < kb + kn; ++q)
+        for (int v = 0; v < NP; ++v) {
+          __m256 c[g];
+          Columns::columns(load_group(panel0 + v * pb, q), c);
+          for (int j = 0; j < g && q * g + j < kb + kn; ++j) wt[q * g + j - kb][v] = c[j];
+        }
+      __m256 scale[NP];
+      if constexpr (kScaled)
+        for (int v = 0; v < NP; ++v) scale[v] = block_scales(w, p0 + v, kb / 32);
+      for (int r = 0; r < tc; ++r) {
+        const float* xr = x + (r0 + r) * x_stride + kb;
+        __m256 a[NP];
+        for (int v = 0; v < NP; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
+        for (int k = 0; k < kn; ++k) {
+          const __m256 xk = _mm256_broadcast_ss(xr + k);
+          for (int v = 0; v < NP; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
+        }
+        for (int v = 0; v < NP; ++v)
+          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a[v], scale[v])) : a[v];
+      }
+    }
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NP; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 8 * v, round);
+  }
+}
+
+/// Rows [n_begin, n_end) of the view by the scalar panel dot (rows outside whole panels).
+inline void rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                        OutRound round, int n_begin, int n_end) {
+  for (long r = 0; r < T; ++r)
+    for (int n = n_begin; n < n_end; ++n) y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+}
+
+template <class Columns, bool kScaled>
+void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                      OutRound round, int n_begin, int n_end) {
+  // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar
+  int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
+  rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n);
+  auto tile = [&]<int NP>(std::integral_constant<int, NP>) {
+    const long p0 = (w.row0 + n) / kPanelRows;
+    if (T == 1) gemv_tile<Columns, NP, kScaled>(x, w, p0, y + n, round);
+    else linear_tile<Columns, NP, kScaled>(x, T, x_stride, w, p0, y + n, y_stride, round);
+  };
+  for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
+    tile(std::integral_constant<int, kTilePanels>{});
+  for (; n + kPanelRows <= n_end; n += kPanelRows) tile(std::integral_constant<int, 1>{});
+  rows_scalar(x, T, x_stride, w, y, y_stride, round, n, n_end);
+}
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W.
+inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                        OutRound round, int n_begin, int n_end) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    case WeightFormat::kBF16:
+      return linear_rows_with<Bf16Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    case WeightFormat::kFp8Block32:
+      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    case WeightFormat::kFp4Block32:
+      return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+  }
+}
+
+}  // namespace ds41::host_gemv::panels
+#endif

@@ -1,0 +1,105 @@
+// ds41/backend/host_panels.hpp — the host backend's panel layout of Linear weights (packing).
+//
+// Why: the reference sums each output row in K order, so the host GEMV vectorises across 8 output
+// rows. From row-major weights that needs an 8x8 transpose per 8x8 tile, which cost more than the
+// memory traffic. Stored as panels (WeightLayout::kPanels8), the 8 rows' weights for one K group
+// are 32 contiguous bytes: one load gives every row's weights for 1 (f32), 2 (bf16), 4 (fp8) or 8
+// (fp4) consecutive K positions, and each row still sees its own values in its own order.
+//
+// Layout, panel p = stored rows [8p, 8p + 8) (rows past the end are zeros):
+//   payload: panel p at p * panel_bytes(format, cols); inside it, group q (K positions
+//            [q*g, q*g + g)) at q * 32. f32/bf16: row 8p + i's row-major 4 bytes of the group at
+//            4i. fp8/fp4: row 8p + i's code for column j at byte panel_code_byte(i, j) (fp4: low
+//            nibble for j < 4, high for j >= 4), the order the decoder widens bytes into lanes in.
+//            The K tail is padded with zero codes.
+//   scales:  fp8: unchanged, [ceil(N/32), ceil(K/32)]. fp4: [panel][kblock][8 rows].
+// The same memory as row-major up to the padding: the packed copy replaces the original.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include "../core/linear_math.hpp"
+
+namespace ds41::host_panels {
+
+/// Whether `src` can be stored as panels. fp8 matrices holding a NaN code stay row-major: the
+/// panel kernels' vector decoder maps codes arithmetically and would turn NaN into 480.
+inline bool packable(const MatrixView& src) {
+  if (src.layout != WeightLayout::kRowMajor || src.rows <= 0 || src.cols <= 0) return false;
+  if (src.format == WeightFormat::kFp4Block32 && src.cols % 2 != 0) return false;
+  if (src.format == WeightFormat::kFp8Block32) {
+    const auto* codes = static_cast<const uint8_t*>(src.data);
+    const long n = static_cast<long>(src.rows) * src.cols;
+    for (long i = 0; i < n; ++i)
+      if ((codes[i] & 0x7F) == 0x7F) return false;
+  }
+  return true;
+}
+
+inline long panels(int rows) { return (rows + kPanelRows - 1) / kPanelRows; }
+
+inline size_t payload_bytes(WeightFormat f, int rows, int cols) {
+  return static_cast<size_t>(panels(rows) * panel_bytes(f, cols));
+}
+
+inline size_t scale_count(WeightFormat f, int rows, int cols) {
+  const long kblocks = (cols + 31) / 32;
+  if (f == WeightFormat::kFp8Block32) return static_cast<size_t>((rows + 31) / 32 * kblocks);
+  if (f == WeightFormat::kFp4Block32) return static_cast<size_t>(panels(rows) * kPanelRows * kblocks);
+  return 0;
+}
+
+/// Bytes of one row-major row.
+inline long row_bytes(WeightFormat f, int cols) {
+  switch (f) {
+    case WeightFormat::kF32: return 4L * cols;
+    case WeightFormat::kBF16: return 2L * cols;
+    case WeightFormat::kFp8Block32: return cols;
+    case WeightFormat::kFp4Block32: return cols / 2;
+  }
+  return 0;
+}
+
+/// Writes `src` (row-major, packable) as panels into payload [payload_bytes] and scales
+/// [scale_count]; returns the view of the packed matrix.
+inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
+  const long pb = panel_bytes(src.format, src.cols), rb = row_bytes(src.format, src.cols);
+  std::memset(payload, 0, payload_bytes(src.format, src.rows, src.cols));
+  const auto* in = static_cast<const uint8_t*>(src.data);
+  for (int r = 0; r < src.rows; ++r) {
+    uint8_t* panel = payload + (r / kPanelRows) * pb;
+    const uint8_t* row = in + r * rb;
+    const int i = r % kPanelRows;
+    switch (src.format) {
+      case WeightFormat::kF32:
+      case WeightFormat::kBF16:
+        for (long b = 0; b < rb; b += 4) std::memcpy(panel + b * kPanelRows + 4 * i, row + b, rb - b < 4 ? rb - b : 4);
+        break;
+      case WeightFormat::kFp8Block32:
+        for (int k = 0; k < src.cols; ++k) panel[(k / 4) * 32 + panel_code_byte(i, k % 4)] = row[k];
+        break;
+      case WeightFormat::kFp4Block32:
+        for (int k = 0; k < src.cols; ++k) {
+          const uint8_t code = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 0xF;
+          panel[(k / 8) * 32 + panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
+        }
+        break;
+    }
+  }
+  const long kblocks = (src.cols + 31) / 32;
+  if (src.format == WeightFormat::kFp8Block32)
+    std::memcpy(scales, src.scales, scale_count(src.format, src.rows, src.cols) * sizeof(float));
+  if (src.format == WeightFormat::kFp4Block32) {
+    std::memset(scales, 0, scale_count(src.format, src.rows, src.cols) * sizeof(float));
+    for (int r = 0; r < src.rows; ++r)
+      for (long kb = 0; kb < kblocks; ++kb)
+        scales[((r / kPanelRows) * kblocks + kb) * kPanelRows + r % kPanelRows] = src.scales[r * kblocks + kb];
+  }
+  MatrixView v = src;
+  v.layout = WeightLayout::kPanels8;
+  v.row0 = 0;
+  v.data = payload;
+  v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
+  return v;
+}
+
+}  // namespace ds41::host_panels
