@@ -131,10 +131,12 @@ inline void add_groups(const float* x, const uint8_t* panel0, long pb, int q_beg
   constexpr int g = Columns::kGroup;
   for (int q = q_begin; q < q_end; ++q) {
     const int jn = kTail ? std::min(g, k_end - q * g) : g;
-    for (int v = 0; v < NP; ++v) {
-      __m256 c[g];
-      Columns::columns(load_group(panel0 + v * pb, q), c);
-      for (int j = 0; j < jn; ++j) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(_mm256_broadcast_ss(x + q * g + j), c[j]));
+    __m256 c[NP][g];
+    for (int v = 0; v < NP; ++v) Columns::columns(load_group(panel0 + v * pb, q), c[v]);
+    // panels interleaved: NP independent add chains side by side hide the add latency
+    for (int j = 0; j < jn; ++j) {
+      const __m256 xk = _mm256_broadcast_ss(x + q * g + j);
+      for (int v = 0; v < NP; ++v) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(xk, c[v][j]));
     }
   }
 }
