@@ -84,6 +84,9 @@ TEST_CASE("invalid configurations are rejected with the field named") {
   c = testing::tiny_golden().config;
   c.engram.multipliers.pop_back();
   CHECK_ERROR_MENTIONS(c.validate(), "multipliers");
+  c = testing::tiny_golden().config;
+  c.engram.offsets.back() += 100000;  // hash rows would fall past the table
+  CHECK_ERROR_MENTIONS(c.validate(), "exceeds the table");
 }
 
 TEST_CASE("golden files: missing, not JSON, missing keys, bad values") {

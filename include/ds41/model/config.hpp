@@ -2,6 +2,7 @@
 // derived per-layer roles. Sizes vary per fixture; nothing here is specialised to one model.
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -177,6 +178,19 @@ struct ModelConfig {
                  engram.multipliers.size(), " entries, expected ", L * engram_max_ngram_size);
       for (int l : engram_layer_ids)
         DS41_CHECK(l >= 0 && l < n_layers, "config: engram layer id ", l, " out of range");
+      // every hash row (offset + value mod prime) must fall inside that layer's table
+      for (size_t l = 0; l < L; ++l)
+        for (int c = 0; c < engram_cols(); ++c) {
+          const int64_t prime = engram.primes[l * engram_cols() + c], off = engram.offsets[l * engram_cols() + c];
+          DS41_CHECK(prime > 0 && off >= 0 && off + prime <= engram_num_embeddings[l], "engram: layer slot ", l,
+                     " column ", c, ": offset ", off, " + prime ", prime, " exceeds the table's ",
+                     engram_num_embeddings[l], " rows");
+        }
+      for (int64_t m : engram.multipliers)
+        DS41_CHECK(m >= 0 && (engram_compressed_vocab_size == 0 || m <= INT64_MAX / std::max<long>(engram_compressed_vocab_size, 1)),
+                   "engram: multiplier ", m, " would overflow a 64-bit product with a compressed id");
+      DS41_CHECK(engram.pad_id >= 0 && engram.pad_id < std::max<long>(engram_compressed_vocab_size, 1),
+                 "engram: pad_id ", engram.pad_id, " outside the compressed vocab");
     }
   }
 };

@@ -146,7 +146,7 @@ class EngramT {
       B::for_each(T * C, [=] DS41_LAMBDA(long e) {
         long t = e / C, c = e % C;
         int32_t r = hash[(t * L + slot) * C + c];
-        pi[e] = r >= 0 && r < rows ? r : 0;  // rows outside the table read row 0 (then masked)
+        pi[e] = r >= 0 && r < rows ? r : 0;  // unreachable: ModelConfig::validate bounds every row
       });
     }
     auto emb = B::template alloc<float>(static_cast<size_t>(T) * C * hd);
