@@ -258,6 +258,8 @@ struct CudaBackend {
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
     const long total = rows * static_cast<long>(n);
+    DS41_CHECK(total < (1L << 31) - 1, "CudaBackend::topk_rows: ", rows, " x ", n,
+               " scores exceed CUB's 32-bit item count; split the rows");
     Buffer<unsigned long long> keys(total), keys_out(total);
     Buffer<int> vals(total), vals_out(total);
     Buffer<int> offsets(rows + 1);
