@@ -188,7 +188,8 @@ TEST_CASE("host linear on panel-packed weights: row slices on and off panel boun
       for (int T : {1, 3, 16}) {
         HostTensor t = random_matrix(f, 96, cols, rng);
         PanelMatrix p(t);
-        for (auto [r0, n] : slices) {
+        for (const auto& slice : slices) {
+          const int r0 = slice[0], n = slice[1];  // not a structured binding: CAPTURE is a lambda
           CAPTURE(format_name(f));
           CAPTURE(cols);
           CAPTURE(T);
