@@ -155,7 +155,8 @@ class MoeT {
         } else {
           for (int e = 0; e < E; ++e) {
             float z = s[e] / temp;
-            s[e] = sf == ScoreFunc::kSigmoid ? sigmoid(z) : sqrtf(softplus(z));
+            // torch.sigmoid over the [T, E] scores: the element's position picks its exp path
+            s[e] = sf == ScoreFunc::kSigmoid ? torch_sigmoid(z, t * E + e, T * E) : sqrtf(softplus(z));
           }
         }
         // biased scores select; at most 64 experts chosen per token
