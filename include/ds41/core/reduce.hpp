@@ -58,4 +58,21 @@ DS41_HD float torch_order_sum(long n, F f) {
   return total;
 }
 
+/// vec::reduce_all(+) of torch's CPU kernels (used by softmax over the last dim): 8-lane vectors
+/// added lane-wise (a short tail only into its own lanes), then the 8 lanes folded as a tree.
+DS41_HD float torch_reduce_all_sum(const float* x, int n) {
+  float acc[kSumLanes];
+  const int first = n < kSumLanes ? n : kSumLanes;
+  for (int l = 0; l < kSumLanes; ++l) acc[l] = l < first ? x[l] : 0.0f;
+  int d = kSumLanes;
+  for (; d + kSumLanes <= n; d += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l) acc[l] += x[d + l];
+  for (int l = 0; d + l < n; ++l) acc[l] += x[d + l];
+  // AVX2's vec_reduce_all for float folds the 8 lanes as a tree: halves, then pairs, then neighbours
+  float h[4], q[2];
+  for (int l = 0; l < 4; ++l) h[l] = acc[l] + acc[l + 4];
+  for (int l = 0; l < 2; ++l) q[l] = h[l] + h[l + 2];
+  return q[0] + q[1];
+}
+
 }  // namespace ds41

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include "../core/activation.hpp"
+#include "../core/reduce.hpp"
 #include "../core/torch_math.hpp"
 #include "../core/topk.hpp"
 #include "config.hpp"
@@ -148,10 +149,12 @@ class MoeT {
       B::for_each(T, [=] DS41_LAMBDA(long t) {
         float* s = ps + t * E;
         if (sf == ScoreFunc::kSoftmax) {
-          float mx = -INFINITY, sum = 0.0f;
+          // torch's last-dim softmax: vector exp on every element, reduce_all sum, times 1/sum
+          float mx = -INFINITY;
           for (int e = 0; e < E; ++e) mx = fmaxf(mx, s[e] / temp);
-          for (int e = 0; e < E; ++e) sum += exp_scalar(s[e] / temp - mx);
-          for (int e = 0; e < E; ++e) s[e] = exp_scalar(s[e] / temp - mx) / sum;
+          for (int e = 0; e < E; ++e) s[e] = exp_sleef_u10(s[e] / temp - mx);
+          const float inv = 1.0f / torch_reduce_all_sum(s, E);
+          for (int e = 0; e < E; ++e) s[e] = s[e] * inv;
         } else {
           for (int e = 0; e < E; ++e) {
             float z = s[e] / temp;
