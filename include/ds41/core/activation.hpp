@@ -15,6 +15,12 @@ DS41_HD float silu(float x) { return x / (1.0f + exp_scalar(-x)); }
 /// reference's scalar path is libm's log1pf(expf(z)); the device's log1pf may differ from glibc's
 /// by an ulp (router scores are f32 captures and the selection has a wide margin).
 DS41_HD float softplus(float z) { return z > 20.0f ? z : log1pf(exp_scalar(z)); }
+/// softplus of element i of an n-element tensor on torch's path: the vector path is Sleef's exp
+/// then Sleef's log1p.
+DS41_HD float torch_softplus(float z, long i, long n) {
+  if (z > 20.0f) return z;
+  return torch_vector_path(i, n) ? log1p_sleef_u10(exp_sleef_u10(z)) : log1pf(exp_scalar(z));
+}
 DS41_HD float rsqrt_ref(float v) { return 1.0f / sqrtf(v); }
 
 /// Sum of squares of a row in float32 (each square rounded, then torch's summation order).

@@ -27,7 +27,7 @@ DS41_HD void hc_split_sinkhorn(const float* mixes, const float* scale, const flo
     }
     float sum = 0.0f;
     for (int j = 0; j < hc; ++j) {
-      comb[i * hc + j] = torch_exp(comb[i * hc + j] - mx, (t * hc + i) * hc + j, n_comb);
+      comb[i * hc + j] = exp_sleef_u10(comb[i * hc + j] - mx);  // torch.exp: vml, vector path throughout
       sum += comb[i * hc + j];
     }
     for (int j = 0; j < hc; ++j) comb[i * hc + j] = comb[i * hc + j] / sum + eps;

@@ -94,6 +94,59 @@ DS41_HD float exp_scalar(float x) {
   return static_cast<float>(y * s);
 }
 
+/// Sleef's log1pf (u10, AVX2 with FMA): exponent split at 0.75, (m / (2 + m)) in double-float,
+/// odd polynomial, ln2·e in double-float. Used where torch's vector path took log1p (softplus).
+DS41_HD float log1p_sleef_u10(float d) {
+  // double-float helpers (hi, lo)
+  struct F2 {
+    float x, y;
+  };
+  auto df_add_ff = [](float a, float b) {
+    float s = a + b;
+    return F2{s, a - s + b};
+  };
+  auto df_add_22 = [](F2 a, F2 b) {
+    float s = a.x + b.x;
+    return F2{s, a.x - s + b.x + a.y + b.y};
+  };
+  auto df_add_2f = [](F2 a, float b) {
+    float s = a.x + b;
+    return F2{s, a.x - s + b + a.y};
+  };
+  auto df_mul_2f = [](F2 a, float b) {
+    float s = a.x * b;
+    return F2{s, fmaf(a.y, b, fmaf(a.x, b, -s))};
+  };
+  auto df_div = [](F2 n, F2 dd) {
+    float t = 1.0f / dd.x;
+    float s = n.x * t;
+    float u = fmaf(t, n.x, -s);
+    float v = -fmaf(dd.y, t, -(-fmaf(dd.x, t, -1.0f)));  // vfmanp: -(x*y - z)
+    return F2{s, fmaf(s, v, fmaf(n.y, t, u))};
+  };
+  float dp1 = d + 1.0f;
+  const bool tiny = dp1 < 1.17549435e-38f;
+  if (tiny) dp1 = dp1 * (4294967296.0f * 4294967296.0f);
+  int e = static_cast<int>((f32_bits(dp1 * (1.0f / 0.75f)) >> 23) & 0xff) - 0x7f;
+  float t = bits_f32(static_cast<uint32_t>(0x7f - e) << 23);
+  float m = fmaf(d, t, t - 1.0f);
+  if (tiny) e -= 64;
+  F2 s = df_mul_2f(F2{0.69314718246459960938f, -1.904654323148236017e-09f}, static_cast<float>(e));
+  F2 x = df_div(F2{m, 0.0f}, df_add_ff(2.0f, m));
+  float x2 = x.x * x.x;
+  float p = 0.3027294874e+0f;
+  p = fmaf(p, x2, 0.3996108174e+0f);
+  p = fmaf(p, x2, 0.6666694880e+0f);
+  s = df_add_22(s, F2{x.x * 2.0f, x.y * 2.0f});
+  s = df_add_2f(s, x2 * x.x * p);
+  float r = s.x + s.y;
+  if (d > 1e+38f) r = INFINITY;
+  if (d < -1.0f || is_nan(d)) r = NAN;
+  if (d == -1.0f) r = -INFINITY;
+  if (d == 0.0f && (f32_bits(d) >> 31)) r = -0.0f;
+  return r;
+}
+
 /// exp of element i of an n-element contiguous tensor, on the path torch took for it.
 DS41_HD float torch_exp(float x, long i, long n) { return torch_vector_path(i, n) ? exp_sleef_u10(x) : exp_scalar(x); }
 /// torch.sigmoid: 1 / (1 + exp(-x)).

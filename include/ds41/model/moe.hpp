@@ -159,7 +159,7 @@ class MoeT {
           for (int e = 0; e < E; ++e) {
             float z = s[e] / temp;
             // torch.sigmoid over the [T, E] scores: the element's position picks its exp path
-            s[e] = sf == ScoreFunc::kSigmoid ? torch_sigmoid(z, t * E + e, T * E) : sqrtf(softplus(z));
+            s[e] = sf == ScoreFunc::kSigmoid ? torch_sigmoid(z, t * E + e, T * E) : sqrtf(torch_softplus(z, t * E + e, T * E));
           }
         }
         // biased scores select; at most 64 experts chosen per token
