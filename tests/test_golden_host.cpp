@@ -15,3 +15,21 @@ TEST_CASE("host: teacher-forced run isolates each component and still passes eve
   auto t = testing::check_reports(golden::run(g, model, opt));
   CHECK(t.failed == 0);
 }
+
+TEST_CASE("host: every capture of every step is bit-identical to the reference") {
+  // the reference's rounding points plus its runtime's summation orders and exp/log1p paths
+  // (docs/NUMERICS.md) reproduce the tiny golden exactly, not just within the bounds
+  const auto& g = testing::tiny_golden();
+  Model<HostBackend> model(g.config, testing::tiny_weights());
+  long total = 0, exact = 0;
+  for (const auto& rep : golden::run(g, model))
+    for (const auto& r : rep.results) {
+      CAPTURE(rep.step);
+      CAPTURE(r.name);
+      CHECK(r.exact);
+      ++total;
+      exact += r.exact;
+    }
+  CHECK(exact == total);
+  CHECK(total == 1006);
+}
