@@ -22,6 +22,10 @@ DS41_HD float pow2i(int q) { return bits_f32(static_cast<uint32_t>(q + 0x7f) << 
 /// Sleef's expf (u10, AVX2 with FMA): Cody-Waite reduction by ln 2, degree-6 polynomial, scaling
 /// by 2^q in two halves.
 DS41_HD float exp_sleef_u10(float d) {
+  // Sleef masks these lanes after the fact; a scalar int conversion of them would overflow (UB)
+  if (is_nan(d)) return d;
+  if (d < -104.0f) return 0.0f;
+  if (d > 100.0f) return INFINITY;
   const int q = static_cast<int>(rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f));
   float s = fmaf(static_cast<float>(q), -0.693145751953125f, d);
   s = fmaf(static_cast<float>(q), -1.428606765330187045e-06f, s);
@@ -33,9 +37,6 @@ DS41_HD float exp_sleef_u10(float d) {
   u = fmaf(u, s, 0.5f);
   u = 1.0f + fmaf(s * s, u, s);
   u = u * pow2i(q >> 1) * pow2i(q - (q >> 1));
-  if (d < -104.0f) u = 0.0f;
-  if (d > 100.0f) u = INFINITY;
-  if (is_nan(d)) u = d;
   return u;
 }
 
