@@ -9,8 +9,7 @@
 namespace ds41 {
 
 // exp and log1p go through double so that host and device round identically (see torch_math.hpp)
-DS41_HD float sigmoid(float x) { return 1.0f / (1.0f + exp_scalar(-x)); }
-DS41_HD float silu(float x) { return x / (1.0f + exp_scalar(-x)); }
+// sigmoid / silu: torch_sigmoid / torch_silu in torch_math.hpp (the exp path depends on position)
 /// torch.nn.functional.softplus(beta=1, threshold=20): z itself above the threshold. The
 /// reference's scalar path is libm's log1pf(expf(z)); the device's log1pf may differ from glibc's
 /// by an ulp (router scores are f32 captures and the selection has a wide margin).
@@ -19,7 +18,7 @@ DS41_HD float softplus(float z) { return z > 20.0f ? z : log1pf(exp_scalar(z)); 
 /// then Sleef's log1p.
 DS41_HD float torch_softplus(float z, long i, long n) {
   if (z > 20.0f) return z;
-  return torch_vector_path(i, n) ? log1p_sleef_u10(exp_sleef_u10(z)) : log1pf(exp_scalar(z));
+  return torch_vector_path(i, n) ? log1p_sleef_u10(exp_sleef_u10(z)) : softplus(z);
 }
 DS41_HD float rsqrt_ref(float v) { return 1.0f / sqrtf(v); }
 
