@@ -150,6 +150,45 @@ TEST_CASE("torch-order sum equals the left-to-right sum on exact data and is clo
   }
 }
 
+TEST_CASE("log1p_scalar is this libm's log1pf bit for bit (softplus's scalar tail)") {
+  // through a volatile pointer: a call at run time, never a compiler-folded (correctly rounded) constant
+  float (*volatile libm_log1pf)(float) = ::log1pf;
+  long tested = 0, mismatches = 0;
+  uint32_t first_bad = 0;
+  auto check = [&](uint32_t b) {
+    const float x = bits_f32(b);
+    ++tested;
+    if (f32_bits(log1p_scalar(x)) != f32_bits(libm_log1pf(x)) && mismatches++ == 0) first_bad = b;
+  };
+  auto around = [&](uint32_t b, uint32_t w) {
+    for (uint32_t d = 0; d <= w; ++d) check(b + d), check(b - d);
+  };
+  // specials: ±0, -1, below -1, denormals, largest finite, ±inf, quiet and signalling NaNs
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0xbf800000u, 0xbf800001u, 0xc0000000u, 0xff7fffffu, 0x00000001u,
+                     0x007fffffu, 0x80000001u, 0x807fffffu, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                     0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fa12345u})
+    check(b);
+  // the algorithm's thresholds on x (both signs where the test is on |x|): 0.41421, -0.29289, 2^-29,
+  // 2^-54, 2^53, -1, the denormal/normal boundary
+  for (uint32_t b : {0x3ed413d7u, 0xbe95f61fu, 0x31000000u, 0xb1000000u, 0x24800000u, 0xa4800000u, 0x5a000000u,
+                     0xbf800000u, 0x00800000u, 0x80800000u, 0x7f7fffffu - 64})
+    around(b, 64);
+  // thresholds on the reduced 1 + x = 2^k u: u at sqrt(2) (mantissa 0x3504f7) and at a power of two
+  // (f = 0, the |f| < 2^-20 branch), for every exponent
+  for (uint32_t e = 0; e < 254; ++e) {
+    const float at_sqrt2 = bits_f32((e << 23) | 0x3504f7u), at_pow2 = bits_f32(e << 23);
+    around(f32_bits(at_sqrt2 - 1.0f), 64);
+    around(f32_bits(at_pow2 - 1.0f), 64);
+  }
+  // pseudo-random bit patterns, and positive values up to exp(20) (softplus feeds log1p exp(z), z <= 20)
+  std::mt19937 rng(41);
+  for (int i = 0; i < 3000000; ++i) check(static_cast<uint32_t>(rng()));
+  std::uniform_int_distribution<uint32_t> pos(0, f32_bits(4.9e8f));
+  for (int i = 0; i < 2000000; ++i) check(pos(rng));
+  INFO("tested " << tested << ", first mismatching input: bits " << first_bad << " = " << bits_f32(first_bad));
+  CHECK(mismatches == 0);
+}
+
 TEST_CASE("RMSNorm of a row") {
   std::vector<float> x = {3.0f, 4.0f, 0.0f, -5.0f}, w = {1.0f, 0.5f, 2.0f, 1.0f}, y(4);
   rmsnorm_row(x.data(), w.data(), y.data(), 4, 1e-20f);

@@ -8,12 +8,12 @@
 
 namespace ds41 {
 
-// exp and log1p go through double so that host and device round identically (see torch_math.hpp)
+// exp and log1p are our ports of glibc's (exp_scalar, log1p_scalar) so that host and device round
+// identically (see torch_math.hpp)
 // sigmoid / silu: torch_sigmoid / torch_silu in torch_math.hpp (the exp path depends on position)
 /// torch.nn.functional.softplus(beta=1, threshold=20): z itself above the threshold. The
-/// reference's scalar path is libm's log1pf(expf(z)); the device's log1pf may differ from glibc's
-/// by an ulp (router scores are f32 captures and the selection has a wide margin).
-DS41_HD float softplus(float z) { return z > 20.0f ? z : log1pf(exp_scalar(z)); }
+/// reference's scalar path is libm's log1pf(expf(z)): glibc's algorithms, ported, on both sides.
+DS41_HD float softplus(float z) { return z > 20.0f ? z : log1p_scalar(exp_scalar(z)); }
 /// softplus of element i of an n-element tensor on torch's path: the vector path is Sleef's exp
 /// then Sleef's log1p.
 DS41_HD float torch_softplus(float z, long i, long n) {

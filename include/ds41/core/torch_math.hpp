@@ -95,6 +95,81 @@ DS41_HD float exp_scalar(float x) {
   return static_cast<float>(y * s);
 }
 
+/// glibc's log1pf (the reference's scalar path: softplus's tail), evaluated the same way on host
+/// and device. glibc 2.36 uses the fdlibm algorithm in plain float arithmetic (no FMA, no double):
+/// 1 + x = 2^k (1 + f) with f in [sqrt(2)/2 - 1, sqrt(2) - 1), a correction c for the rounding of
+/// 1 + x, then log(1 + f) = f - (f²/2 - s (f²/2 + R(s²))) with s = f / (2 + f) and R a degree-7
+/// polynomial in s²; |x| small enough takes f = x directly. Every operation below is a single IEEE
+/// float operation in glibc's order, so --fmad=false / -ffp-contract=off give glibc's bits (every
+/// one of the 2^32 inputs matches glibc 2.36 on x86_64, NaN payloads included on the host).
+DS41_HD float log1p_scalar(float x) {
+  const float ln2_hi = 0x1.62e3p-1f, ln2_lo = 0x1.2fefa2p-17f;  // ln2_hi has 8 trailing zero bits
+  const float p1 = 0x1.555556p-1f, p2 = 0x1.99999ap-2f, p3 = 0x1.24924ap-2f, p4 = 0x1.c71c52p-3f,
+              p5 = 0x1.74664ap-3f, p6 = 0x1.39a09ep-3f, p7 = 0x1.2f112ep-3f;
+  const int32_t hx = static_cast<int32_t>(f32_bits(x));
+  const int32_t ax = hx & 0x7fffffff;
+  int k = 1;      // 0: log1p(f) with f = x, no reduction
+  int32_t m = 0;  // mantissa bits of the reduced 1 + x (0 marks the short f < 2^-20 branch)
+  float f = 0.0f, c = 0.0f;
+  if (hx < 0x3ed413d7) {  // x < 0.41421 (negative x and -NaN included)
+    if (ax >= 0x3f800000) {                  // x <= -1, or -NaN
+      if (x == -1.0f) return -INFINITY;
+      return (x - x) / (x - x);              // NaN (glibc's expression, so the host's bits match)
+    }
+    if (ax < 0x31000000) {                   // |x| < 2^-29
+      if (ax < 0x24800000) return x;         // |x| < 2^-54
+      return x - x * x * 0.5f;
+    }
+    if (hx > 0 || hx <= static_cast<int32_t>(0xbe95f61fu)) {  // -0.29289 <= x < 0.41421
+      k = 0;
+      f = x;
+      m = 1;
+    }
+  }
+  if (hx >= 0x7f800000) return x + x;  // +inf, +NaN
+  if (k != 0) {
+    float u;
+    if (hx < 0x5a000000) {  // x < 2^53: 1 + x rounds; c carries what the rounding lost, over u
+      u = 1.0f + x;
+      m = static_cast<int32_t>(f32_bits(u));
+      k = (m >> 23) - 127;
+      c = k > 0 ? 1.0f - (u - x) : x - (u - 1.0f);
+      c = c / u;
+    } else {  // 1 + x is x
+      u = x;
+      m = static_cast<int32_t>(f32_bits(u));
+      k = (m >> 23) - 127;
+      c = 0.0f;
+    }
+    m &= 0x007fffff;
+    if (m < 0x3504f7) {  // mantissa below sqrt(2): u -> [1, sqrt 2)
+      u = bits_f32(static_cast<uint32_t>(m | 0x3f800000));
+    } else {  // u -> [sqrt(2)/2, 1), one more power of two
+      k += 1;
+      u = bits_f32(static_cast<uint32_t>(m | 0x3f000000));
+      m = (0x00800000 - m) >> 2;
+    }
+    f = u - 1.0f;
+  }
+  const float kf = static_cast<float>(k);
+  const float hfsq = 0.5f * f * f;
+  if (m == 0) {  // |f| < 2^-20
+    if (f == 0.0f) {
+      if (k == 0) return 0.0f;
+      c += kf * ln2_lo;
+      return kf * ln2_hi + c;
+    }
+    const float r = hfsq * (1.0f - 0x1.555556p-1f * f);
+    if (k == 0) return f - r;
+    return kf * ln2_hi - ((r - (kf * ln2_lo + c)) - f);
+  }
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  const float r = z * (p1 + z * (p2 + z * (p3 + z * (p4 + z * (p5 + z * (p6 + z * p7))))));
+  if (k == 0) return f - (hfsq - s * (hfsq + r));
+  return kf * ln2_hi - ((hfsq - (s * (hfsq + r) + (kf * ln2_lo + c))) - f);
+}
+
 /// Sleef's log1pf (u10, AVX2 with FMA): exponent split at 0.75, (m / (2 + m)) in double-float,
 /// odd polynomial, ln2·e in double-float. Used where torch's vector path took log1p (softplus).
 DS41_HD float log1p_sleef_u10(float d) {
