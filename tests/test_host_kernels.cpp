@@ -10,6 +10,9 @@
 #include <stdexcept>
 #include <vector>
 #include "ds41/backend/host.hpp"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include "golden_checks.hpp"
 
 using namespace ds41;
@@ -213,6 +216,100 @@ TEST_CASE("host linear on panel-packed weights: V4.1-sized GEMV and GEMM, thread
       CHECK(compare_panel_linear(t, p.view, 1024, 32, T, OutRound::kBF16, rng, pool) == 0);
     }
 }
+
+#if defined(__AVX2__)
+namespace {
+
+/// fp8 codes as trained weights have them: rarely subnormal (1 in 4096 codes kept subnormal, within
+/// pack's 1-in-512 limit), so the panel copy takes the scaled-domain decoder; zeros, ±max and every
+/// exponent appear.
+HostTensor fp8_trained_like(int rows, int cols, std::mt19937& rng) {
+  HostTensor t = random_matrix(WeightFormat::kFp8Block32, rows, cols, rng);
+  const long budget = static_cast<long>(t.payload.size()) / 4096;
+  long kept = 0;
+  for (auto& b : t.payload)
+    if ((b & 0x78) == 0 && (b & 0x07) != 0 && kept++ >= budget) b |= 0x08;
+  return t;
+}
+
+/// compare_panel_linear with a caller-chosen single input row x (T = 1).
+long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vector<float>& x, HostThreadPool& pool) {
+  const MatrixView w = t.view();
+  std::vector<float> fast(w.rows, 7.0f);
+  host_gemv::linear(x.data(), 1, w.cols, p, fast.data(), w.rows, OutRound::kF32, pool);
+  long bad = 0;
+  for (int n = 0; n < w.rows; ++n) bad += !same_bits(fast[n], w.dot(x.data(), n));
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
+  std::mt19937 rng(37);
+  HostThreadPool pool(2);
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  SUBCASE("chosen at pack time only for rarely-subnormal codes and sane scales") {
+    CHECK(PanelMatrix(fp8_trained_like(64, 96, rng)).view.host_scaled_fp8);
+    CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp8Block32, 64, 96, rng)).view.host_scaled_fp8);  // ~5% subnormal
+    HostTensor big_scale = fp8_trained_like(64, 96, rng);
+    big_scale.scales[3] = 0x1p70f;
+    CHECK_FALSE(PanelMatrix(big_scale).view.host_scaled_fp8);
+  }
+  SUBCASE("shapes: K tails inside a 4-column group and a 32-column block, partial tiles") {
+    for (int rows : {8, 33, 130})
+      for (int cols : {1, 3, 4, 6, 30, 32, 37, 70, 326}) {
+        HostTensor t = fp8_trained_like(rows, cols, rng);
+        PanelMatrix p(t);
+        REQUIRE(p.view.host_scaled_fp8);
+        std::vector<float> x(cols);
+        for (auto& e : x) e = uni(rng);
+        x[0] = -0.0f;
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+        CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool) == 0);
+      }
+  }
+  SUBCASE("inputs at and past the exact range's edges (in range: scaled; out: the table decoder)") {
+    HostTensor t = fp8_trained_like(72, 200, rng);
+    PanelMatrix p(t);
+    const float edges[] = {0x1p-57f, 0x1.000002p-57f, 0x1.fffffep-58f, 0x1p-100f, 0x1p-140f /* subnormal */,
+                           0x1.fffffep61f, 0x1p62f, 0x1p100f, INFINITY, -INFINITY, NAN};
+    for (float e : edges) {
+      std::vector<float> x(200);
+      for (auto& v : x) v = uni(rng) * 0x1p-40f;  // small activations: products near the normal edge
+      x[5] = e;
+      x[77] = -e;
+      CAPTURE(e);
+      CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+      // only the edge values nonzero: an out-of-range x taken by the scaled decoder would
+      // underflow (tiny) or overflow (huge) there, and the outputs would differ
+      std::vector<float> sparse(200, 0.0f);
+      sparse[5] = e;
+      sparse[77] = -0.75f * e;
+      CHECK(compare_panel_gemv(t, p.view, sparse, pool) == 0);
+    }
+  }
+  SUBCASE("a partial sum cancelling below 2^-126 in the scaled domain stays exact") {
+    // row 0: x0·2^-6 - x1·2^-6 = 2^-83 (scaled: 2^-143, an f32 subnormal)
+    HostTensor t = fp8_trained_like(8, 2, rng);
+    t.payload[0] = 0x08;  // 2^-6
+    t.payload[1] = 0x88;  // -2^-6
+    PanelMatrix p(t);
+    REQUIRE(p.view.host_scaled_fp8);
+    const std::vector<float> x = {0x1.00001p-57f, 0x1p-57f};
+    CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+    SUBCASE("and with FTZ/DAZ set on the computing thread the table decoder runs") {
+      HostThreadPool inline_pool(1);  // runs on this thread, whose MXCSR is changed below
+      const unsigned saved = _mm_getcsr();
+      _mm_setcsr(saved | 0x8040u);
+      const long bad = compare_panel_gemv(t, p.view, x, inline_pool);
+      _mm_setcsr(saved);
+      CHECK(bad == 0);
+    }
+  }
+}
+#endif
 
 TEST_CASE("Matrix<HostBackend>: Linear weights as panels, tables and fp8 with NaN codes row-major") {
   std::mt19937 rng(31);

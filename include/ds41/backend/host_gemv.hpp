@@ -354,15 +354,21 @@ void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w
 inline constexpr bool kVectorised = false;
 #endif
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. `fp4_products`
-/// (AVX2 builds, T == 1, fp4 weights) is the table avx2::fp4_products made for x, or null.
+/// What linear() prepares once per call from a single input row (T == 1), for every row worker:
+/// the fp4 products table (row-major fp4, avx2::fp4_products) or x·2^60 (panel fp8,
+/// panels::scale_fp8_input). Null members: not prepared, the kernels decode as usual.
+struct PreparedInput {
+  const float* fp4_products = nullptr;
+  const float* fp8_scaled_x = nullptr;
+};
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows.
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, const void* fp4_products = nullptr) {
+                        OutRound round, int n_begin, int n_end, PreparedInput prepared = {}) {
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
-  const auto* products = static_cast<const float*>(fp4_products);
   if (w.layout == WeightLayout::kPanels8)
-    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, prepared.fp8_scaled_x);
   switch (w.format) {
     case WeightFormat::kF32:
       return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
@@ -372,10 +378,10 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
       return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
     case WeightFormat::kFp4Block32:
       return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end,
-                                                T == 1 ? products : nullptr);
+                                                T == 1 ? prepared.fp4_products : nullptr);
   }
 #else
-  (void)fp4_products;
+  (void)prepared;
 #endif
   linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 }
@@ -389,18 +395,22 @@ constexpr int kRowsPerItem = 32;
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                    OutRound round, HostThreadPool& pool) {
   if (T <= 0 || w.rows <= 0) return;
-  const void* products = nullptr;
+  PreparedInput prepared;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  thread_local HostBuffer<float> fp4_table;
-  if (T == 1 && w.format == WeightFormat::kFp4Block32) {
+  thread_local HostBuffer<float> fp4_table, fp8_scaled_x;
+  if (T == 1 && w.format == WeightFormat::kFp4Block32 && w.layout == WeightLayout::kRowMajor) {
     avx2::fp4_products(x, w.cols, fp4_table);
-    products = fp4_table.data();
+    prepared.fp4_products = fp4_table.data();
+  }
+  if (T == 1 && w.format == WeightFormat::kFp8Block32 && w.layout == WeightLayout::kPanels8 && w.host_scaled_fp8) {
+    if (fp8_scaled_x.size() < static_cast<size_t>(w.cols)) fp8_scaled_x = HostBuffer<float>(static_cast<size_t>(w.cols));
+    if (panels::scale_fp8_input(x, w.cols, fp8_scaled_x.data())) prepared.fp8_scaled_x = fp8_scaled_x.data();
   }
 #endif
   const long items = (w.rows + kRowsPerItem - 1) / kRowsPerItem;
   auto run = [&](long begin, long end) {
     linear_rows(x, T, x_stride, w, y, y_stride, round, static_cast<int>(begin * kRowsPerItem),
-                static_cast<int>(std::min<long>(w.rows, end * kRowsPerItem)), products);
+                static_cast<int>(std::min<long>(w.rows, end * kRowsPerItem)), prepared);
   };
   const long macs = T * static_cast<long>(w.rows) * w.cols;
   if (pool.threads() == 1 || macs < kParallelLinearMinMacs || items < 2) return run(0, items);

@@ -13,7 +13,7 @@ namespace ds41 {
 DS41_HD void hc_split_sinkhorn(const float* mixes, const float* scale, const float* base, int hc,
                                int iters, float eps, float* pre, float* post, float* comb, long t = 0,
                                long T = 1) {
-  const long n_pre = T * hc, n_comb = T * hc * hc;
+  const long n_pre = T * hc;  // the comb exps are torch.exp (VML): position-independent
   for (int i = 0; i < hc; ++i) pre[i] = torch_sigmoid(mixes[i] * scale[0] + base[i], t * hc + i, n_pre) + eps;
   for (int i = 0; i < hc; ++i)
     post[i] = 2.0f * torch_sigmoid(mixes[hc + i] * scale[1] + base[hc + i], t * hc + i, n_pre);
