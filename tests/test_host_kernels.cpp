@@ -248,58 +248,74 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
   std::mt19937 rng(37);
   HostThreadPool pool(2);
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
-  SUBCASE("chosen at pack time only for rarely-subnormal codes and sane scales") {
-    CHECK(PanelMatrix(fp8_trained_like(64, 96, rng)).view.host_scaled_fp8);
-    CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp8Block32, 64, 96, rng)).view.host_scaled_fp8);  // ~5% subnormal
+  auto trained_like = [&](WeightFormat f, int rows, int cols) {
+    return f == WeightFormat::kFp8Block32 ? fp8_trained_like(rows, cols, rng) : random_matrix(f, rows, cols, rng);
+  };
+  // fp4 runs the same checks on its table decoder (host_gemv_scaled.hpp says why it has no scaled one)
+  const WeightFormat formats[] = {WeightFormat::kFp8Block32, WeightFormat::kFp4Block32};
+  SUBCASE("chosen at pack time only for fp8 with sane scales and rarely-subnormal codes") {
+    CHECK(PanelMatrix(fp8_trained_like(64, 96, rng)).view.host_scaled_decode);
     HostTensor big_scale = fp8_trained_like(64, 96, rng);
     big_scale.scales[3] = 0x1p70f;
-    CHECK_FALSE(PanelMatrix(big_scale).view.host_scaled_fp8);
+    CHECK_FALSE(PanelMatrix(big_scale).view.host_scaled_decode);
+    CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp8Block32, 64, 96, rng)).view.host_scaled_decode);  // ~5% subnormal
+    CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp4Block32, 64, 96, rng)).view.host_scaled_decode);
+    CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kBF16, 64, 96, rng)).view.host_scaled_decode);
   }
-  SUBCASE("shapes: K tails inside a 4-column group and a 32-column block, partial tiles") {
-    for (int rows : {8, 33, 130})
-      for (int cols : {1, 3, 4, 6, 30, 32, 37, 70, 326}) {
-        HostTensor t = fp8_trained_like(rows, cols, rng);
-        PanelMatrix p(t);
-        REQUIRE(p.view.host_scaled_fp8);
-        std::vector<float> x(cols);
-        for (auto& e : x) e = uni(rng);
-        x[0] = -0.0f;
-        CAPTURE(rows);
-        CAPTURE(cols);
-        CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
-        CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool) == 0);
-      }
+  SUBCASE("shapes: K tails inside a panel group and a 32-column block, partial tiles") {
+    for (WeightFormat f : formats)
+      for (int rows : {8, 33, 130})
+        for (int cols : {1, 2, 3, 4, 6, 10, 30, 32, 38, 70, 326}) {
+          if (f == WeightFormat::kFp4Block32 && cols % 2) continue;
+          HostTensor t = trained_like(f, rows, cols);
+          PanelMatrix p(t);
+          REQUIRE(p.view.host_scaled_decode == (f == WeightFormat::kFp8Block32));
+          std::vector<float> x(cols);
+          for (auto& e : x) e = uni(rng);
+          x[0] = -0.0f;
+          CAPTURE(format_name(f));
+          CAPTURE(rows);
+          CAPTURE(cols);
+          CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+          CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool) == 0);
+        }
   }
-  SUBCASE("inputs at and past the exact range's edges (in range: scaled; out: the table decoder)") {
-    HostTensor t = fp8_trained_like(72, 200, rng);
-    PanelMatrix p(t);
+  SUBCASE("inputs at and past the exact range's edges (in range: scaled; out: the table decoders)") {
     const float edges[] = {0x1p-57f, 0x1.000002p-57f, 0x1.fffffep-58f, 0x1p-100f, 0x1p-140f /* subnormal */,
                            0x1.fffffep61f, 0x1p62f, 0x1p100f, INFINITY, -INFINITY, NAN};
-    for (float e : edges) {
-      std::vector<float> x(200);
-      for (auto& v : x) v = uni(rng) * 0x1p-40f;  // small activations: products near the normal edge
-      x[5] = e;
-      x[77] = -e;
-      CAPTURE(e);
-      CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
-      // only the edge values nonzero: an out-of-range x taken by the scaled decoder would
-      // underflow (tiny) or overflow (huge) there, and the outputs would differ
-      std::vector<float> sparse(200, 0.0f);
-      sparse[5] = e;
-      sparse[77] = -0.75f * e;
-      CHECK(compare_panel_gemv(t, p.view, sparse, pool) == 0);
+    for (WeightFormat f : formats) {
+      HostTensor t = trained_like(f, 72, 200);
+      PanelMatrix p(t);
+      for (float e : edges) {
+        std::vector<float> x(200);
+        for (auto& v : x) v = uni(rng) * 0x1p-40f;  // small activations: products near the normal edge
+        x[5] = e;
+        x[77] = -e;
+        CAPTURE(format_name(f));
+        CAPTURE(e);
+        CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+        // only the edge values nonzero: an out-of-range x taken by a scaled decoder would
+        // underflow (tiny) or overflow (huge) there, and the outputs would differ
+        std::vector<float> sparse(200, 0.0f);
+        sparse[5] = e;
+        sparse[77] = -0.75f * e;
+        CHECK(compare_panel_gemv(t, p.view, sparse, pool) == 0);
+      }
     }
   }
   SUBCASE("a partial sum cancelling below 2^-126 in the scaled domain stays exact") {
-    // row 0: x0·2^-6 - x1·2^-6 = 2^-83 (scaled: 2^-143, an f32 subnormal)
-    HostTensor t = fp8_trained_like(8, 2, rng);
-    t.payload[0] = 0x08;  // 2^-6
-    t.payload[1] = 0x88;  // -2^-6
-    PanelMatrix p(t);
-    REQUIRE(p.view.host_scaled_fp8);
-    const std::vector<float> x = {0x1.00001p-57f, 0x1p-57f};
-    CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
-    SUBCASE("and with FTZ/DAZ set on the computing thread the table decoder runs") {
+    for (WeightFormat f : formats) {
+      // row 0: x0·w - x1·w with x0 = x1·(1 + 2^-20): 2^-83 (fp8 w = 2^-6) or 2^-77 (fp4 w = 1);
+      // scaled by 2^-60 that is an f32 subnormal
+      HostTensor t = trained_like(f, 8, 2);
+      if (f == WeightFormat::kFp8Block32) t.payload[0] = 0x08, t.payload[1] = 0x88;  // 2^-6, -2^-6
+      else t.payload[0] = 0xA2;                                                      // 1, -1
+      PanelMatrix p(t);
+      REQUIRE(p.view.host_scaled_decode == (f == WeightFormat::kFp8Block32));
+      const std::vector<float> x = {0x1.00001p-57f, 0x1p-57f};
+      CAPTURE(format_name(f));
+      CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+      // with FTZ/DAZ set on the computing thread the table decoders run
       HostThreadPool inline_pool(1);  // runs on this thread, whose MXCSR is changed below
       const unsigned saved = _mm_getcsr();
       _mm_setcsr(saved | 0x8040u);

@@ -30,6 +30,7 @@
 #include "../core/linear_math.hpp"
 #include "host_buffer.hpp"
 #include "host_gemv_panels.hpp"
+#include "host_gemv_scaled.hpp"
 #include "host_threads.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -355,11 +356,11 @@ inline constexpr bool kVectorised = false;
 #endif
 
 /// What linear() prepares once per call from a single input row (T == 1), for every row worker:
-/// the fp4 products table (row-major fp4, avx2::fp4_products) or x·2^60 (panel fp8,
-/// panels::scale_fp8_input). Null members: not prepared, the kernels decode as usual.
+/// the fp4 products table (row-major fp4, avx2::fp4_products) or the scaled input (fp8 panels,
+/// scaled::scale_input). Null members: not prepared, the kernels decode as usual.
 struct PreparedInput {
   const float* fp4_products = nullptr;
-  const float* fp8_scaled_x = nullptr;
+  const float* scaled_x = nullptr;
 };
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows.
@@ -367,8 +368,10 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
                         OutRound round, int n_begin, int n_end, PreparedInput prepared = {}) {
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
+  if (T == 1 && prepared.scaled_x && scaled::usable(w))
+    return scaled::gemv_rows(x, prepared.scaled_x, w, y, round, n_begin, n_end);
   if (w.layout == WeightLayout::kPanels8)
-    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, prepared.fp8_scaled_x);
+    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   switch (w.format) {
     case WeightFormat::kF32:
       return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
@@ -397,14 +400,14 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
   if (T <= 0 || w.rows <= 0) return;
   PreparedInput prepared;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  thread_local HostBuffer<float> fp4_table, fp8_scaled_x;
+  thread_local HostBuffer<float> fp4_table, scaled_x;
   if (T == 1 && w.format == WeightFormat::kFp4Block32 && w.layout == WeightLayout::kRowMajor) {
     avx2::fp4_products(x, w.cols, fp4_table);
     prepared.fp4_products = fp4_table.data();
   }
-  if (T == 1 && w.format == WeightFormat::kFp8Block32 && w.layout == WeightLayout::kPanels8 && w.host_scaled_fp8) {
-    if (fp8_scaled_x.size() < static_cast<size_t>(w.cols)) fp8_scaled_x = HostBuffer<float>(static_cast<size_t>(w.cols));
-    if (panels::scale_fp8_input(x, w.cols, fp8_scaled_x.data())) prepared.fp8_scaled_x = fp8_scaled_x.data();
+  if (T == 1 && w.layout == WeightLayout::kPanels8 && w.host_scaled_decode) {
+    if (scaled_x.size() < static_cast<size_t>(w.cols)) scaled_x = HostBuffer<float>(static_cast<size_t>(w.cols));
+    if (scaled::scale_input(x, w.cols, scaled_x.data())) prepared.scaled_x = scaled_x.data();
   }
 #endif
   const long items = (w.rows + kRowsPerItem - 1) / kRowsPerItem;

@@ -15,9 +15,7 @@
 // block once into a buffer and applies it to up to kRowChunk input rows.
 #pragma once
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 #include "../core/linear_math.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
@@ -205,111 +203,6 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, lon
   }
 }
 
-// ---- fp8 decode GEMV in a scaled domain: no table lookups, no widening unpacks ----
-//
-// Why: Fp8Columns spends ~13 shuffle-unit operations per 32 codes (5 byte-table lookups, 6
-// unpacks, a shift) and the shuffle units, not memory, bound it (llvm-mca, Zen 3: ~34 cycles per
-// 128 weights). Here a column takes 3 operations, one of them a shuffle: vpshufb puts row i's
-// code c in the top byte of lane i, vpmulhw by 2^12 (an integer-multiply unit) shifts it right by 4
-// with the sign copied, and an AND keeps sign | c[6:0] << 20. Those bits are exactly the float
-// w·2^-120 for every finite e4m3 w (subnormal codes become f32 subnormals m·2^-129).
-//
-// The 2^-120 is paid back without a multiply per weight: x is pre-scaled by 2^60 (x' = x·2^60)
-// and the block scale by 2^60, so x'·w' = x·w·2^-60 and part'·(s·2^60) = part·s as real numbers.
-// Each rounding is the same as the reference's because scaling by a power of two commutes with
-// rounding while nothing leaves the normal range: with 2^-57 <= |x| < 2^62 (or x == 0) every
-// nonzero product has |x·w·2^-60| >= 2^-126 and x' is finite; a partial sum that lands below
-// 2^-126 is a sum of two multiples of 2^-149 and so exact in both domains; scales below 2^67 keep
-// s·2^60 finite. Inputs outside that range, a thread running with FTZ/DAZ set, and matrices
-// whose codes are often subnormal (a multiply with a subnormal operand is slow on this CPU
-// family; `host_scaled_fp8` is set at pack time) take Fp8Columns instead.
-constexpr float kFp8XScale = 0x1p60f;     // x' = x·2^60
-constexpr float kFp8ScaleScale = 0x1p60f; // s' = s·2^60
-inline bool fp8_x_scalable(float x) {
-  const float a = std::fabs(x);
-  return a == 0.0f || (a >= 0x1p-57f && a < 0x1p62f);  // false for NaN and inf
-}
-/// FTZ or DAZ would flush the scaled domain's (exact) subnormals; the reference runs without.
-inline bool flush_modes_off() { return (_mm_getcsr() & 0x8040u) == 0; }
-
-/// x' = x·2^60 into `xs` (K floats) when every x is in the exact range; false (xs unusable) if not.
-inline bool scale_fp8_input(const float* x, int K, float* xs) {
-  const __m256 scale = _mm256_set1_ps(kFp8XScale), abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 lo = _mm256_set1_ps(0x1p-57f), hi = _mm256_set1_ps(0x1p62f), zero = _mm256_setzero_ps();
-  __m256 bad = _mm256_setzero_ps();
-  int k = 0;
-  for (; k + 8 <= K; k += 8) {
-    const __m256 v = _mm256_loadu_ps(x + k), a = _mm256_and_ps(v, abs_mask);
-    // ok = a == 0 || (a >= 2^-57 && a < 2^62); ordered compares are false for NaN
-    const __m256 ok = _mm256_or_ps(_mm256_cmp_ps(a, zero, _CMP_EQ_OQ),
-                                   _mm256_and_ps(_mm256_cmp_ps(a, lo, _CMP_GE_OQ), _mm256_cmp_ps(a, hi, _CMP_LT_OQ)));
-    bad = _mm256_or_ps(bad, _mm256_andnot_ps(ok, _mm256_castsi256_ps(_mm256_set1_epi32(-1))));
-    _mm256_storeu_ps(xs + k, _mm256_mul_ps(v, scale));
-  }
-  if (_mm256_movemask_ps(bad) != 0) return false;
-  for (; k < K; ++k) {
-    if (!fp8_x_scalable(x[k])) return false;
-    xs[k] = x[k] * kFp8XScale;
-  }
-  return true;
-}
-
-/// Whether a packed fp8 matrix suits the scaled decoder: few subnormal codes (at most 1 in 512;
-/// trained weights have far fewer) and every finite block scale below 2^67.
-inline bool fp8_scaled_decode_suits(const uint8_t* codes, long n, const float* scales, long n_scales) {
-  long subnormal = 0;
-  for (long i = 0; i < n; ++i) subnormal += (codes[i] & 0x78) == 0 && (codes[i] & 0x07) != 0;
-  if (subnormal * 512 > n) return false;
-  for (long i = 0; i < n_scales; ++i)
-    if (std::isfinite(scales[i]) && std::fabs(scales[i]) >= 0x1p67f) return false;
-  return true;
-}
-
-/// vpshufb control giving, in each 128-bit half, lane d the half's byte 4j + d (row d's code for
-/// column j, panel_code_byte) in its top byte and zeros below; column j + 1's is this + 4 per byte
-/// (the zeroing bytes stay >= 0x80).
-inline __m256i fp8_column0_control() {
-  const char z = static_cast<char>(0x80);
-  return _mm256_setr_epi8(z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3,  //
-                          z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3);
-}
-
-/// Decode GEMV of fp8 panels [p0, p0 + NP) from the scaled input xs = x·2^60 into y[0 .. 8·NP).
-template <int NP>
-void gemv_tile_fp8_scaled(const float* xs, const MatrixView& w, long p0, float* y, OutRound round) {
-  const int K = w.cols;
-  const long pb = panel_bytes(w.format, K);
-  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
-  const __m256i shift4 = _mm256_set1_epi16(1 << 12), keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
-  const __m256i next_column = _mm256_set1_epi8(4);
-  const __m256 scale_back = _mm256_set1_ps(kFp8ScaleScale);
-  __m256 acc[NP];
-  for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
-  for (int kb = 0; kb < K; kb += kBlockK) {
-    const int ke = std::min(K, kb + kBlockK);
-    __m256 part[NP];
-    for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
-    for (int q = kb / 4; q * 4 < ke; ++q) {
-      const int jn = std::min(4, ke - q * 4);  // padding codes past K are never added (a +0 could flip -0)
-      __m256 xk[4];
-      for (int j = 0; j < jn; ++j) xk[j] = _mm256_broadcast_ss(xs + q * 4 + j);
-      for (int v = 0; v < NP; ++v) {
-        const __m256i g = load_group(panel0 + v * pb, q);
-        __m256i control = fp8_column0_control();
-        for (int j = 0; j < jn; ++j) {
-          const __m256i shifted = _mm256_mulhi_epi16(_mm256_shuffle_epi8(g, control), shift4);
-          const __m256 column = _mm256_castsi256_ps(_mm256_and_si256(shifted, keep));
-          part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(xk[j], column));
-          control = _mm256_add_epi8(control, next_column);
-        }
-      }
-    }
-    for (int v = 0; v < NP; ++v)
-      acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], _mm256_mul_ps(block_scales(w, p0 + v, kb / 32), scale_back)));
-  }
-  for (int v = 0; v < NP; ++v) store_rounded(acc[v], y + 8 * v, round);
-}
-
 /// Rows [n_begin, n_end) of the view by the scalar panel dot (rows outside whole panels).
 inline void rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                         OutRound round, int n_begin, int n_end) {
@@ -319,14 +212,12 @@ inline void rows_scalar(const float* x, long T, long x_stride, const MatrixView&
 
 template <class Columns, bool kScaled>
 void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                      OutRound round, int n_begin, int n_end, const float* fp8_scaled_x = nullptr) {
+                      OutRound round, int n_begin, int n_end) {
   // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
   rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n);
   auto tile = [&]<int NP>(std::integral_constant<int, NP>) {
     const long p0 = (w.row0 + n) / kPanelRows;
-    if constexpr (std::is_same_v<Columns, Fp8Columns>)
-      if (fp8_scaled_x) return gemv_tile_fp8_scaled<NP>(fp8_scaled_x, w, p0, y + n, round);
     if (T == 1) gemv_tile<Columns, NP, kScaled>(x, w, p0, y + n, round);
     else linear_tile<Columns, NP, kScaled>(x, T, x_stride, w, p0, y + n, y_stride, round);
   };
@@ -336,18 +227,16 @@ void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w
   rows_scalar(x, T, x_stride, w, y, y_stride, round, n, n_end);
 }
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W. `fp8_scaled_x` (T == 1, fp8
-/// W with host_scaled_fp8): x·2^60 from scale_fp8_input, or null for the table decoder.
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W.
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, const float* fp8_scaled_x = nullptr) {
+                        OutRound round, int n_begin, int n_end) {
   switch (w.format) {
     case WeightFormat::kF32:
       return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kBF16:
       return linear_rows_with<Bf16Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kFp8Block32:
-      if (T != 1 || !w.host_scaled_fp8 || !flush_modes_off()) fp8_scaled_x = nullptr;
-      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, fp8_scaled_x);
+      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kFp4Block32:
       return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   }

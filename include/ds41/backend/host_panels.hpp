@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include "../core/linear_math.hpp"
-#include "host_gemv_panels.hpp"
+#include "host_gemv_scaled.hpp"
 
 namespace ds41::host_panels {
 
@@ -100,12 +100,10 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
   v.row0 = 0;
   v.data = payload;
   v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
-  v.host_scaled_fp8 = false;
+  v.host_scaled_decode = false;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  if (src.format == WeightFormat::kFp8Block32)
-    v.host_scaled_fp8 = host_gemv::panels::fp8_scaled_decode_suits(
-        in, static_cast<long>(src.rows) * src.cols, scales,
-        static_cast<long>(scale_count(src.format, src.rows, src.cols)));
+  v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols, scales,
+                                                         static_cast<long>(scale_count(src.format, src.rows, src.cols)));
 #endif
   return v;
 }

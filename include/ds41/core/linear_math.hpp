@@ -116,8 +116,8 @@ struct MatrixView {
   WeightLayout layout = WeightLayout::kRowMajor;
   int row0 = 0;  // panel layout: the stored row that is this view's row 0 (row_slice cannot move
                  // `data` into the middle of a panel); always 0 for row-major
-  bool host_scaled_fp8 = false;  // host panels, fp8: set by host_panels::pack when the codes and scales
-                                 // suit the host's scaled-domain decoder (host_gemv_panels.hpp)
+  bool host_scaled_decode = false;  // host panels, fp8: set by host_panels::pack when the codes and
+                                    // scales suit the host's scaled-domain decoder (host_gemv_scaled.hpp)
 
   DS41_HD float dot(const float* x, int n) const {
     if (layout == WeightLayout::kPanels8) return panel_dot(x, n);
