@@ -186,7 +186,34 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, lon
       __m256 scale[NP];
       if constexpr (kScaled)
         for (int v = 0; v < NP; ++v) scale[v] = block_scales(w, p0 + v, kb / 32);
-      for (int r = 0; r < tc; ++r) {
+      // two input rows per pass: each weight column loaded once feeds both rows' chains (one row
+      // per pass made the loads, not the multiply-adds, the bound)
+      int r = 0;
+      for (; r + 2 <= tc; r += 2) {
+        const float* x0 = x + (r0 + r) * x_stride + kb;
+        const float* x1 = x0 + x_stride;
+        __m256 a0[NP], a1[NP];
+        for (int v = 0; v < NP; ++v) {
+          a0[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
+          a1[v] = kScaled ? _mm256_setzero_ps() : acc[r + 1][v];
+        }
+        for (int k = 0; k < kn; ++k) {
+          const __m256 xk0 = _mm256_broadcast_ss(x0 + k), xk1 = _mm256_broadcast_ss(x1 + k);
+          for (int v = 0; v < NP; ++v) {
+            __m256 wk = wt[k][v];
+#if defined(__GNUC__)
+            asm("" : "+x"(wk));  // one load per column: the compiler would fold it into both multiplies
+#endif
+            a0[v] = _mm256_add_ps(a0[v], _mm256_mul_ps(xk0, wk));
+            a1[v] = _mm256_add_ps(a1[v], _mm256_mul_ps(xk1, wk));
+          }
+        }
+        for (int v = 0; v < NP; ++v) {
+          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a0[v], scale[v])) : a0[v];
+          acc[r + 1][v] = kScaled ? _mm256_add_ps(acc[r + 1][v], _mm256_mul_ps(a1[v], scale[v])) : a1[v];
+        }
+      }
+      for (; r < tc; ++r) {
         const float* xr = x + (r0 + r) * x_stride + kb;
         __m256 a[NP];
         for (int v = 0; v < NP; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
