@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 #include "../core/linear_math.hpp"
+#include "../core/simd_avx2.hpp"
 #include "host_buffer.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_scaled.hpp"
@@ -72,30 +73,11 @@ inline bool block_scaled(WeightFormat f) { return f == WeightFormat::kFp8Block32
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 inline constexpr bool kVectorised = true;
 namespace avx2 {
+using ds41::avx2::transpose8;
 
 constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
 constexpr int kTileVecs = 4;   // 8-row vectors per tile
 constexpr int kRowChunk = 16;  // input rows sharing one decoded block
-
-/// In-register 8x8 transpose: r[i] lane j  ->  r[j] lane i.
-inline void transpose8(__m256 r[8]) {
-  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
 
 // Column decoders: c[j] = column k + j of rows [n0, n0 + 8) (lane i = row n0 + i), exactly the
 // floats weight_at() gives.

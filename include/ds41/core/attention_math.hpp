@@ -4,6 +4,7 @@
 #pragma once
 #include "numeric.hpp"
 #include "reduce.hpp"
+#include "simd_avx2.hpp"
 #include "torch_math.hpp"
 
 namespace ds41 {
@@ -16,35 +17,69 @@ constexpr int kAttnBlock = 64;
 /// acc = acc·alpha + Σ bf16(p)·v (index order); exps on torch's vector path (torch.exp is VML).
 DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, const int* idx, int n,
                               int D, float sink, float scale, float* out) {
+  // Each score and each output element keeps its own sum in the reference's order; on the host the
+  // loops run 8 of those sums side by side (8 scores: transposed rows, simd_avx2.hpp; 8 output
+  // elements: one vector), as one 512-long dependent chain at a time is latency-bound.
+  constexpr int kLanes = 8;
   for (int d = 0; d < D; ++d) out[d] = 0.0f;  // the f32 accumulator
   float m = -1e30f, den = 0.0f;
   float p[kAttnBlock];
   for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
     const int bn = n - b0 < kAttnBlock ? n - b0 : kAttnBlock;
     float bmax = -INFINITY;
-    for (int t = 0; t < bn; ++t) {
-      const int r = idx[b0 + t];
-      if (r < 0) {
-        p[t] = -INFINITY;
-        continue;
+    for (int t0 = 0; t0 < bn; t0 += kLanes) {
+      const int tn = bn - t0 < kLanes ? bn - t0 : kLanes;
+      float dot[kLanes];
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+      const float* k[kLanes];
+      for (int j = 0; j < kLanes; ++j) {
+        const int r = j < tn ? idx[b0 + t0 + j] : -1;
+        k[j] = r < 0 ? q : kv + static_cast<long>(r) * kv_stride;  // masked: any readable row, result unused
       }
-      const float* k = kv + static_cast<long>(r) * kv_stride;
-      float dot = 0.0f;
-      for (int d = 0; d < D; ++d) dot += q[d] * k[d];
-      p[t] = dot * scale;
-      bmax = fmaxf(bmax, p[t]);
+      avx2::dot8_in_order(q, k, D, dot);
+#else
+      for (int j = 0; j < tn; ++j) {
+        const int r = idx[b0 + t0 + j];
+        const float* k = kv + static_cast<long>(r < 0 ? 0 : r) * kv_stride;
+        dot[j] = 0.0f;
+        if (r >= 0)
+          for (int d = 0; d < D; ++d) dot[j] += q[d] * k[d];
+      }
+#endif
+      for (int j = 0; j < tn; ++j) {
+        const int t = t0 + j;
+        if (idx[b0 + t] < 0) {
+          p[t] = -INFINITY;
+          continue;
+        }
+        p[t] = dot[j] * scale;
+        bmax = fmaxf(bmax, p[t]);
+      }
     }
     const float new_m = fmaxf(m, bmax);
     const float alpha = exp_sleef_u10(m - new_m);
     for (int t = 0; t < bn; ++t) p[t] = idx[b0 + t] < 0 ? 0.0f : exp_sleef_u10(p[t] - new_m);
     den = den * alpha + torch_order_sum(bn, [&](long t) { return p[t]; });
-    for (int d = 0; d < D; ++d) {
+    for (int t = 0; t < bn; ++t) p[t] = bf16_round(p[t]);  // the value sum takes bf16(p)
+    int d0 = 0;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+    for (; d0 + kLanes <= D; d0 += kLanes) {  // 8 output elements, each summed over t in order
+      __m256 blk = _mm256_setzero_ps();
+      for (int t = 0; t < bn; ++t) {
+        const int r = idx[b0 + t];
+        if (r < 0) continue;
+        blk = _mm256_add_ps(blk, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(kv + static_cast<long>(r) * kv_stride + d0)));
+      }
+      _mm256_storeu_ps(out + d0, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(out + d0), _mm256_set1_ps(alpha)), blk));
+    }
+#endif
+    for (; d0 < D; ++d0) {
       float blk = 0.0f;
       for (int t = 0; t < bn; ++t) {
         const int r = idx[b0 + t];
-        if (r >= 0) blk += bf16_round(p[t]) * kv[static_cast<long>(r) * kv_stride + d];
+        if (r >= 0) blk += p[t] * kv[static_cast<long>(r) * kv_stride + d0];
       }
-      out[d] = out[d] * alpha + blk;
+      out[d0] = out[d0] * alpha + blk;
     }
     m = new_m;
   }
