@@ -1,6 +1,6 @@
-// Device microbenchmarks: the CudaBackend's Linear for each weight format at DeepSeek-V4.1-Flash
-// decode shapes, a device-to-device copy as the bandwidth reference, and the tiny model's decode
-// step. Timed with CUDA events (manual time); counters give bytes/s to hold against the H200's
+// Device microbenchmarks: the CudaBackend's Linear (the tiled kernel) for each weight format at
+// DeepSeek-V4.1-Flash decode shapes, side by side with the old one-thread-per-output kernel; a
+// device-to-device copy as the bandwidth reference; and the tiny model's decode step. Timed with CUDA events (manual time); counters give bytes/s to hold against the H200's
 // ~4.8 TB/s. Without a device every benchmark reports "no CUDA device".
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -61,33 +61,76 @@ HostTensor random_matrix(WeightFormat f, int rows, int cols) {
   t.shape = {rows, cols};
   t.format = f;
   size_t n = static_cast<size_t>(rows) * cols;
-  t.payload.resize(f == WeightFormat::kBF16 ? n * 2 : f == WeightFormat::kFp8Block32 ? n : n / 2);
+  t.payload.resize(f == WeightFormat::kF32 ? n * 4 : f == WeightFormat::kBF16 ? n * 2 : f == WeightFormat::kFp8Block32 ? n : n / 2);
   for (auto& b : t.payload) b = static_cast<uint8_t>(byte(rng) & 0x77);
   if (f == WeightFormat::kFp8Block32) t.scales.assign(static_cast<size_t>((rows + 31) / 32) * ((cols + 31) / 32), 0.01f);
   if (f == WeightFormat::kFp4Block32) t.scales.assign(static_cast<size_t>(rows) * ((cols + 31) / 32), 0.01f);
   return t;
 }
 
+/// Weight bytes a Linear reads once (payload + scales).
+int64_t weight_bytes(const HostTensor& w) { return static_cast<int64_t>(w.payload.size() + w.scales.size() * 4); }
+
+/// CudaBackend::linear (the tiled, coalesced kernel of cuda_linear.hpp) for T input rows
+/// (args: rows, cols, T). bytes/s counts the weights once per call.
 template <WeightFormat F>
 void BM_DeviceGemv(benchmark::State& st) {
   if (!need_device(st)) return;
   const int rows = static_cast<int>(st.range(0)), cols = static_cast<int>(st.range(1));
+  const long T = st.range(2);
   HostTensor w = random_matrix(F, rows, cols);
   Matrix<CudaBackend> m(w);
-  auto x = CudaBackend::alloc<float>(cols);
-  auto y = CudaBackend::alloc<float>(rows);
+  auto x = CudaBackend::alloc<float>(T * cols);
+  auto y = CudaBackend::alloc<float>(T * rows);
   EventTimer t;
   for (auto _ : st) {
     t.start();
-    CudaBackend::linear(x.data(), 1, cols, m.view(), y.data(), rows, OutRound::kBF16);
+    CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16);
     st.SetIterationTime(t.stop_seconds());
   }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * (w.payload.size() + w.scales.size() * 4));
-  st.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * st.iterations(), benchmark::Counter::kIsRate);
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(w));
+  st.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * st.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DeviceGemv<WeightFormat::kBF16>)->Args({1280, 5120})->Args({32768, 1280})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DeviceGemv<WeightFormat::kFp8Block32>)->Args({1280, 5120})->Args({32768, 1280})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DeviceGemv<WeightFormat::kFp4Block32>)->Args({2304, 5120})->Args({5120, 2304})->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+/// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes, timed as the
+/// iteration; each iteration also times the tiled kernel, and "tiled_x" is old time / tiled time.
+template <WeightFormat F>
+void BM_DeviceGemvReference(benchmark::State& st) {
+  if (!need_device(st)) return;
+  const int rows = static_cast<int>(st.range(0)), cols = static_cast<int>(st.range(1));
+  const long T = st.range(2);
+  HostTensor w = random_matrix(F, rows, cols);
+  Matrix<CudaBackend> m(w);
+  auto x = CudaBackend::alloc<float>(T * cols);
+  auto y = CudaBackend::alloc<float>(T * rows);
+  EventTimer t;
+  double ref_s = 0, tiled_s = 0;
+  for (auto _ : st) {
+    t.start();
+    CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16);
+    tiled_s += t.stop_seconds();
+    t.start();
+    cuda_detail::launch_linear_reference(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, CudaBackend::stream());
+    const double s = t.stop_seconds();
+    ref_s += s;
+    st.SetIterationTime(s);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(w));
+  st.counters["tiled_x"] = tiled_s > 0 ? ref_s / tiled_s : 0.0;
+}
+
+#define DS41_GEMV_SHAPES_BF16 ->Args({1280, 5120, 1})->Args({32768, 1280, 1})->Args({1280, 5120, 16})
+#define DS41_GEMV_SHAPES_FP8 ->Args({1280, 5120, 1})->Args({32768, 1280, 1})->Args({5120, 8192, 1})->Args({5120, 8192, 16})
+#define DS41_GEMV_SHAPES_FP4 ->Args({2304, 5120, 1})->Args({5120, 2304, 1})->Args({2304, 5120, 16})
+#define DS41_GEMV_TIMING ->UseManualTime()->Unit(benchmark::kMicrosecond)
+BENCHMARK(BM_DeviceGemv<WeightFormat::kF32>)->Args({1280, 5120, 1})->Args({4096, 5120, 1}) DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemv<WeightFormat::kBF16>) DS41_GEMV_SHAPES_BF16 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemv<WeightFormat::kFp8Block32>) DS41_GEMV_SHAPES_FP8 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemv<WeightFormat::kFp4Block32>) DS41_GEMV_SHAPES_FP4 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemvReference<WeightFormat::kBF16>) DS41_GEMV_SHAPES_BF16 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp8Block32>) DS41_GEMV_SHAPES_FP8 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp4Block32>) DS41_GEMV_SHAPES_FP4 DS41_GEMV_TIMING;
 
 void BM_DeviceTinyDecodeStep(benchmark::State& st) {
   if (!need_device(st)) return;

@@ -4,8 +4,8 @@
 // fused and device results round like the host's).
 //
 // Vocabulary (shared with HostBackend): Buffer<T>, alloc<T>(n), upload/download/copy/fill, sync,
-// for_each(n, f), linear(...), topk_rows(...). Every CUDA call and launch is checked; failures raise
-// ds41::Error naming the call.
+// for_each(n, f), linear(...) (its kernels in cuda_linear.hpp), topk_rows(...). Every CUDA call
+// and launch is checked; failures raise ds41::Error naming the call.
 #pragma once
 #if !defined(__CUDACC__)
 #error "ds41/backend/cuda.hpp must be compiled by nvcc (a .cu translation unit)"
@@ -20,6 +20,7 @@
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/topk.hpp"
+#include "cuda_linear.hpp"
 
 namespace ds41 {
 
@@ -113,19 +114,6 @@ __global__ void fill_kernel(T* p, size_t n, T v) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     p[i] = v;
-}
-
-/// y[r, n] = round(x[r, :] · W[n, :]): one thread per output, adding its products in k order (the
-/// reference's order, so results equal the host's bit for bit); input rows are the grid's y
-/// dimension. Reading a row per thread is not coalesced: a tiled kernel that stages W through
-/// shared memory while keeping each output's k order is the next step for bandwidth.
-constexpr int kLinTile = 32;
-__global__ void linear_kernel(const float* x, long x_stride, MatrixView w, float* y, long y_stride, OutRound round) {
-  const long r = blockIdx.y;
-  const int n = blockIdx.x * kLinTile + threadIdx.x;
-  if (n >= w.rows) return;
-  // the per-format dot keeps the block-scale structure of fp8/fp4 and the k order
-  y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
 }
 
 /// Orderable 64-bit key: sorting descending gives topk_before's order (value desc, lower index
@@ -247,9 +235,9 @@ struct CudaBackend {
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
                      OutRound round) {
     if (rows <= 0 || w.rows <= 0) return;
-    DS41_CHECK(rows <= 65535, "CudaBackend::linear: ", rows, " input rows exceed one grid dimension");
-    dim3 grid((w.rows + cuda_detail::kLinTile - 1) / cuda_detail::kLinTile, static_cast<unsigned>(rows));
-    cuda_detail::linear_kernel<<<grid, cuda_detail::kLinTile, 0, stream()>>>(x, x_stride, w, y, y_stride, round);
+    // the coalesced tiled kernel (cuda_linear.hpp), bit-identical to MatrixView::dot; input rows
+    // beyond one grid dimension (65535) are launched in slices
+    cuda_detail::launch_linear(x, rows, x_stride, w, y, y_stride, round, stream());
     check_launch("linear");
   }
 

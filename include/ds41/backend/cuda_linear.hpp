@@ -1,0 +1,315 @@
+// ds41/backend/cuda_linear.hpp — the CUDA backend's Linear: y[r, n] = round(x[r, :] · W[n, :]).
+// Included by cuda.hpp (nvcc only).
+//
+// Two kernels give the same bits as MatrixView::dot (and so as the host):
+//
+//  * linear_kernel_reference: one thread per output calling MatrixView::dot. Each thread streams
+//    its own weight row, so a warp's loads are 32 rows apart; kept as the oracle the tiled kernel
+//    is tested against, and for layouts/shapes the tiled kernel does not take (panel layout, fp4
+//    with an odd column count).
+//
+//  * linear_tiled_kernel<F, S>: a block owns a tile of 32 output rows of one input row (the grid's
+//    y dimension). It walks K in chunks of 128 weight bytes per row (f32 32 columns, bf16 64, fp8
+//    128, fp4 256: whole 32-column scale blocks), staging the tile's bytes for a chunk (32 rows x
+//    128 B), the chunk of x and the chunk's scales in shared memory through an S-stage cp.async
+//    pipeline (16-byte copies; 8 consecutive threads fetch one row's 128 contiguous bytes). The
+//    sums keep the reference's order exactly:
+//      f32/bf16: one warp; thread i adds row i's products x[k]·w[k] in k order into its one
+//                accumulator, as dot_f32/dot_bf16 do.
+//      fp8/fp4:  four warps; the 32-column partial sums of different scale blocks are independent
+//                in the reference (part = 0; part += x[k]·w[k] in k order), so warp w computes
+//                block w (and w+4 for fp4) of the chunk for its 32 rows and stores part·scale;
+//                warp 0 then adds those products into the row's accumulator in block order,
+//                one chunk behind (acc += part·scale, as dot_fp8_block32/dot_fp4_block32 do: the
+//                product is rounded to float before the add either way, since nothing is fused).
+//    Weights are decoded through 256/16-entry shared tables filled by e4m3_decode/e2m1_decode
+//    themselves, so the decoded values are the reference's. The project compiles CUDA with
+//    --fmad=false: products and sums round separately, as on the host.
+#pragma once
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+#include "../core/linear_math.hpp"
+
+namespace ds41 {
+namespace cuda_detail {
+
+/// y[r, n] = round(x[r, :] · W[n, :]): one thread per output, adding its products in k order (the
+/// reference's order); input rows are the grid's y dimension. Uncoalesced (each thread streams
+/// its own row); the oracle for linear_tiled_kernel.
+constexpr int kLinTile = 32;
+__global__ void linear_kernel_reference(const float* x, long x_stride, MatrixView w, float* y, long y_stride,
+                                        OutRound round) {
+  const long r = blockIdx.y;
+  const int n = blockIdx.x * kLinTile + threadIdx.x;
+  if (n >= w.rows) return;
+  // the per-format dot keeps the block-scale structure of fp8/fp4 and the k order
+  y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+}
+
+// ------------------------------------------------------------------ tiled kernel
+constexpr int kLinRows = 32;            // output rows per block (one per lane)
+constexpr int kLinChunkBytes = 128;     // weight bytes per row per K chunk
+constexpr int kLinRowPitch = 144;       // shared bytes per staged row: 16-byte aligned, and 36 words
+                                        // apart so 8 lanes' 16-byte reads of one offset hit distinct banks
+constexpr int kLinStages = 6;           // cp.async pipeline depth
+constexpr int kLinMaxGridY = 65535;
+
+template <WeightFormat F>
+struct LinTraits {
+  static constexpr bool kScaled = F == WeightFormat::kFp8Block32 || F == WeightFormat::kFp4Block32;
+  // weight bytes per column, times 2 (fp4 has half a byte)
+  static constexpr int kBytes2 = F == WeightFormat::kF32 ? 8 : F == WeightFormat::kBF16 ? 4 : F == WeightFormat::kFp8Block32 ? 2 : 1;
+  static constexpr int kCols = kLinChunkBytes * 2 / kBytes2;         // columns per chunk: 32, 64, 128, 256
+  static constexpr int kBlocks = kCols / 32;                          // scale blocks per chunk (fp8 4, fp4 8)
+  static constexpr int kWarps = kScaled ? 4 : 1;
+  static constexpr int kThreads = 32 * kWarps;
+  // staged scales per chunk: fp8 one per block for the whole tile (a 32-row tile is one fp8 row
+  // block); fp4 one per row and block, rows kBlocks + 1 floats apart (conflict-free reads)
+  static constexpr int kScalePitch = kBlocks + 1;
+  static constexpr int kScales = F == WeightFormat::kFp8Block32 ? kBlocks : F == WeightFormat::kFp4Block32 ? kLinRows * kScalePitch : 0;
+  static constexpr int kLut = F == WeightFormat::kFp8Block32 ? 256 : F == WeightFormat::kFp4Block32 ? 16 : 1;
+};
+
+template <WeightFormat F, int S>
+struct LinShared {
+  using Tr = LinTraits<F>;
+  alignas(16) uint8_t w[S][kLinRows * kLinRowPitch];
+  float x[S][Tr::kCols];
+  float scale[S][Tr::kScales > 0 ? Tr::kScales : 1];
+  float prod[2][Tr::kBlocks > 0 ? Tr::kBlocks : 1][kLinRows];  // fp8/fp4: part * scale, two chunks
+  float lut[Tr::kLut];
+};
+
+/// Issues the copies of chunk c into stage s (nothing for a chunk past the end; out-of-range rows,
+/// bytes, columns and blocks are not fetched and never read).
+template <WeightFormat F, int S, bool kVec>
+__device__ __forceinline__ void lin_stage(LinShared<F, S>& sh, int s, int c, int nch, const float* xr, const MatrixView& w,
+                                          int n0, long row_bytes, int kblocks) {
+  using Tr = LinTraits<F>;
+  if (c >= nch) return;
+  const int tid = threadIdx.x;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const long cb0 = static_cast<long>(c) * kLinChunkBytes;
+  constexpr int kPieces = kLinChunkBytes / 16;
+  for (int u = tid; u < kLinRows * kPieces; u += Tr::kThreads) {
+    const int i = u / kPieces, p = u % kPieces;
+    const long b = cb0 + p * 16;
+    if (n0 + i >= w.rows || b >= row_bytes) continue;
+    const uint8_t* src = base + static_cast<long>(n0 + i) * row_bytes + b;
+    uint8_t* dst = &sh.w[s][i * kLinRowPitch + p * 16];
+    if constexpr (kVec) {
+      __pipeline_memcpy_async(dst, src, 16);  // row_bytes % 16 == 0: the piece lies inside the row
+    } else {
+      const int nb = row_bytes - b < 16 ? static_cast<int>(row_bytes - b) : 16;
+      for (int j = 0; j < nb; ++j) dst[j] = src[j];
+    }
+  }
+  const int k0 = c * Tr::kCols;
+  for (int k = tid; k < Tr::kCols; k += Tr::kThreads)
+    if (k0 + k < w.cols) __pipeline_memcpy_async(&sh.x[s][k], xr + k0 + k, 4);
+  const int kb0 = c * Tr::kBlocks;
+  if constexpr (F == WeightFormat::kFp8Block32) {
+    const float* srow = w.scales + static_cast<long>(n0 / 32) * kblocks;
+    for (int j = tid; j < Tr::kBlocks; j += Tr::kThreads)
+      if (kb0 + j < kblocks) __pipeline_memcpy_async(&sh.scale[s][j], srow + kb0 + j, 4);
+  } else if constexpr (F == WeightFormat::kFp4Block32) {
+    for (int u = tid; u < kLinRows * Tr::kBlocks; u += Tr::kThreads) {
+      const int i = u / Tr::kBlocks, j = u % Tr::kBlocks;
+      if (n0 + i < w.rows && kb0 + j < kblocks)
+        __pipeline_memcpy_async(&sh.scale[s][i * Tr::kScalePitch + j], w.scales + static_cast<long>(n0 + i) * kblocks + kb0 + j, 4);
+    }
+  }
+}
+
+/// One staged 16-byte piece as its words.
+__device__ __forceinline__ uint32_t lin_word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+/// Row i's partial sum of scale block jb of the staged chunk, columns [0, ke) of the block (k order).
+template <WeightFormat F, int S>
+__device__ __forceinline__ float lin_block_part(const LinShared<F, S>& sh, int s, int i, int jb, int ke) {
+  const uint8_t* row = &sh.w[s][i * kLinRowPitch];
+  const float* xs = &sh.x[s][jb * 32];
+  float part = 0.0f;
+  if constexpr (F == WeightFormat::kFp8Block32) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const uint4 v = *reinterpret_cast<const uint4*>(row + jb * 32 + q * 16);
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        const int k = q * 16 + e;
+        if (k < ke) part += xs[k] * sh.lut[(lin_word(v, e / 4) >> (8 * (e % 4))) & 0xFF];
+      }
+    }
+  } else {  // fp4: the block's 32 codes are 16 bytes, low nibble first
+    const uint4 v = *reinterpret_cast<const uint4*>(row + jb * 16);
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+      if (k < ke) {
+        const uint32_t byte = (lin_word(v, k / 8) >> (8 * ((k / 2) % 4))) & 0xFF;
+        part += xs[k] * sh.lut[(k & 1) ? (byte >> 4) : (byte & 0xF)];
+      }
+    }
+  }
+  return part;
+}
+
+/// The tiled, coalesced Linear (see the file comment). Block (bx, by): output rows
+/// [32 bx, 32 bx + 32) of input row by. Every thread runs every iteration and reaches every
+/// barrier; rows past w.rows only skip their loads, sums and store.
+template <WeightFormat F, int S, bool kVec>
+__global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(const float* x, long x_stride, MatrixView w, float* y,
+                                                                              long y_stride, OutRound round) {
+  using Tr = LinTraits<F>;
+  static_assert(S >= 2, "the pipeline needs two stages at least");
+  __shared__ LinShared<F, S> sh;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int n0 = blockIdx.x * kLinRows;
+  const int n = n0 + lane;
+  const bool live = n < w.rows;
+  const float* xr = x + static_cast<long>(blockIdx.y) * x_stride;
+  const int K = w.cols;
+  const long row_bytes = F == WeightFormat::kFp4Block32 ? K / 2 : static_cast<long>(K) * Tr::kBytes2 / 2;
+  const int kblocks = (K + 31) / 32;
+  const int nch = static_cast<int>((row_bytes + kLinChunkBytes - 1) / kLinChunkBytes);
+
+  if constexpr (F == WeightFormat::kFp8Block32) {
+    for (int c = tid; c < 256; c += Tr::kThreads) sh.lut[c] = e4m3_decode(static_cast<uint8_t>(c));
+  } else if constexpr (F == WeightFormat::kFp4Block32) {
+    for (int c = tid; c < 16; c += Tr::kThreads) sh.lut[c] = e2m1_decode(static_cast<uint8_t>(c));
+  }
+  __syncthreads();
+
+  // prologue: chunks 0 .. S-2, one commit group each (empty groups past the end keep the count)
+  for (int s = 0; s < S - 1; ++s) {
+    lin_stage<F, S, kVec>(sh, s, s, nch, xr, w, n0, row_bytes, kblocks);
+    __pipeline_commit();
+  }
+
+  float acc = 0.0f;
+  for (int c = 0; c < nch; ++c) {
+    const int s = c % S;
+    // S-1+c groups are committed; chunk c's is complete once at most S-2 newer ones are pending
+    __pipeline_wait_prior(S - 2);
+    // every thread's copies of chunk c are done and visible; every thread has finished reading
+    // stage (c-1) % S (chunk c-1) and prod[(c-1) % 2] has chunk c-1's products
+    __syncthreads();
+    lin_stage<F, S, kVec>(sh, (c + S - 1) % S, c + S - 1, nch, xr, w, n0, row_bytes, kblocks);
+    __pipeline_commit();
+
+    const int k0 = c * Tr::kCols;
+    if constexpr (!Tr::kScaled) {
+      if (live) {
+        const int kn = K - k0 < Tr::kCols ? K - k0 : Tr::kCols;
+        const uint8_t* row = &sh.w[s][lane * kLinRowPitch];
+        const float* xs = sh.x[s];
+#pragma unroll
+        for (int q = 0; q < kLinChunkBytes / 16; ++q) {
+          const uint4 v = *reinterpret_cast<const uint4*>(row + q * 16);
+          if constexpr (F == WeightFormat::kF32) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (q * 4 + e < kn) acc += xs[q * 4 + e] * bits_f32(lin_word(v, e));
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              const uint32_t word = lin_word(v, e / 2);
+              const uint16_t h = static_cast<uint16_t>((e & 1) ? (word >> 16) : (word & 0xFFFFu));
+              if (q * 8 + e < kn) acc += xs[q * 8 + e] * bf16_to_f32(h);
+            }
+          }
+        }
+      }
+    } else {
+      // warp 0 first adds chunk c-1's block products, in block order (one chunk behind)
+      if (warp == 0 && live && c > 0) {
+        const int pb = (c - 1) & 1, kbp = (c - 1) * Tr::kBlocks;
+#pragma unroll
+        for (int jb = 0; jb < Tr::kBlocks; ++jb)
+          if (kbp + jb < kblocks) acc += sh.prod[pb][jb][lane];
+      }
+      if (live) {
+        const int kb0 = c * Tr::kBlocks;
+        for (int jb = warp; jb < Tr::kBlocks; jb += Tr::kWarps) {
+          if (kb0 + jb >= kblocks) break;
+          const int kb = k0 + jb * 32;
+          const int ke = K - kb < 32 ? K - kb : 32;
+          const float part = lin_block_part<F, S>(sh, s, lane, jb, ke);
+          const float scale = F == WeightFormat::kFp8Block32 ? sh.scale[s][jb] : sh.scale[s][lane * Tr::kScalePitch + jb];
+          sh.prod[c & 1][jb][lane] = part * scale;
+        }
+      }
+    }
+  }
+  if constexpr (Tr::kScaled) {
+    __syncthreads();  // the last chunk's products (reached by every thread: outside all conditions)
+    if (warp == 0 && live && nch > 0) {
+      const int pb = (nch - 1) & 1, kbp = (nch - 1) * Tr::kBlocks;
+#pragma unroll
+      for (int jb = 0; jb < Tr::kBlocks; ++jb)
+        if (kbp + jb < kblocks) acc += sh.prod[pb][jb][lane];
+    }
+  }
+  if (warp == 0 && live) y[static_cast<long>(blockIdx.y) * y_stride + n] = apply_round(acc, round);
+  __pipeline_wait_prior(0);  // no copy outlives the block (the trailing groups are empty)
+}
+
+/// Whether linear_tiled handles the view (row-major; fp4 with an even column count, so that a
+/// row's codes are its own cols/2 bytes).
+inline bool linear_tiled_supports(const MatrixView& w) {
+  if (w.layout != WeightLayout::kRowMajor) return false;
+  if (w.format == WeightFormat::kFp4Block32 && (w.cols % 2) != 0) return false;
+  return true;
+}
+
+template <WeightFormat F>
+void launch_linear_tiled(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
+                         OutRound round, cudaStream_t stream) {
+  using Tr = LinTraits<F>;
+  const long row_bytes = F == WeightFormat::kFp4Block32 ? w.cols / 2 : static_cast<long>(w.cols) * Tr::kBytes2 / 2;
+  const bool vec = (reinterpret_cast<uintptr_t>(w.data) % 16) == 0 && row_bytes % 16 == 0;
+  const unsigned gx = static_cast<unsigned>((w.rows + kLinRows - 1) / kLinRows);
+  for (long r0 = 0; r0 < rows; r0 += kLinMaxGridY) {  // the grid's y dimension holds 65535 input rows
+    const long nr = rows - r0 < kLinMaxGridY ? rows - r0 : kLinMaxGridY;
+    const dim3 grid(gx, static_cast<unsigned>(nr));
+    if (vec)
+      linear_tiled_kernel<F, kLinStages, true><<<grid, Tr::kThreads, 0, stream>>>(x + r0 * x_stride, x_stride, w,
+                                                                                  y + r0 * y_stride, y_stride, round);
+    else
+      linear_tiled_kernel<F, kLinStages, false><<<grid, Tr::kThreads, 0, stream>>>(x + r0 * x_stride, x_stride, w,
+                                                                                   y + r0 * y_stride, y_stride, round);
+  }
+}
+
+/// The old kernel (oracle / fallback), over any number of input rows.
+inline void launch_linear_reference(const float* x, long rows, long x_stride, const MatrixView& w, float* y,
+                                    long y_stride, OutRound round, cudaStream_t stream) {
+  if (rows <= 0 || w.rows <= 0) return;
+  const unsigned gx = static_cast<unsigned>((w.rows + kLinTile - 1) / kLinTile);
+  for (long r0 = 0; r0 < rows; r0 += kLinMaxGridY) {
+    const long nr = rows - r0 < kLinMaxGridY ? rows - r0 : kLinMaxGridY;
+    linear_kernel_reference<<<dim3(gx, static_cast<unsigned>(nr)), kLinTile, 0, stream>>>(
+        x + r0 * x_stride, x_stride, w, y + r0 * y_stride, y_stride, round);
+  }
+}
+
+/// The tiled kernel where it applies, the reference kernel otherwise.
+inline void launch_linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
+                          OutRound round, cudaStream_t stream) {
+  if (rows <= 0 || w.rows <= 0) return;
+  if (!linear_tiled_supports(w)) return launch_linear_reference(x, rows, x_stride, w, y, y_stride, round, stream);
+  switch (w.format) {
+    case WeightFormat::kF32: return launch_linear_tiled<WeightFormat::kF32>(x, rows, x_stride, w, y, y_stride, round, stream);
+    case WeightFormat::kBF16: return launch_linear_tiled<WeightFormat::kBF16>(x, rows, x_stride, w, y, y_stride, round, stream);
+    case WeightFormat::kFp8Block32:
+      return launch_linear_tiled<WeightFormat::kFp8Block32>(x, rows, x_stride, w, y, y_stride, round, stream);
+    case WeightFormat::kFp4Block32:
+      return launch_linear_tiled<WeightFormat::kFp4Block32>(x, rows, x_stride, w, y, y_stride, round, stream);
+  }
+  launch_linear_reference(x, rows, x_stride, w, y, y_stride, round, stream);
+}
+
+}  // namespace cuda_detail
+}  // namespace ds41
