@@ -50,6 +50,7 @@ inline int graph_oracle(const golden::Golden& g, const WeightSet& w) {
   // timing without captures: the segments then split only where routing goes to the host
   eager.release();
   graphed.release();
+  CudaBackend::take_graph_reuse();
   eager.prefill(g.prompt_tokens);
   graphed.prefill(g.prompt_tokens);
   double t_eager = 0, t_graph = 0;
@@ -67,8 +68,10 @@ inline int graph_oracle(const golden::Golden& g, const WeightSet& w) {
     t_graph += std::chrono::duration<double>(t2 - t1).count();
   }
   auto [segments, nodes] = CudaBackend::take_graph_counters();
-  std::printf("# decode step: eager %.3f ms, graph segments %.3f ms (%ld segments, %ld nodes over %zu steps)\n",
-              1e3 * t_eager / steps, 1e3 * t_graph / steps, segments, nodes, steps);
+  auto [instantiated, updated] = CudaBackend::take_graph_reuse();
+  std::printf("# decode step: eager %.3f ms, graph segments %.3f ms (%ld segments, %ld nodes over %zu steps; "
+              "%ld instantiated, %ld reused by update)\n",
+              1e3 * t_eager / steps, 1e3 * t_graph / steps, segments, nodes, steps, instantiated, updated);
   std::printf("# graph oracle: %ld of %ld compared tensors bit-identical\n", identical, compared);
   std::printf("%ld passed, %ld failed\n", identical, compared - identical);
   return all_ok ? 0 : 1;

@@ -51,7 +51,14 @@ struct GraphRecorder {
   bool capturing = false;
   long segments = 0;       // graphs launched since the counter was last read
   long captured_nodes = 0;
+  long instantiated = 0;   // of those, instantiated anew / updated in place
+  long updated = 0;
   std::vector<void*> deferred_frees;
+  // Executable graphs kept across steps, by segment position in the step: step n + 1's segment i
+  // is captured again (its buffers and parameters differ), then applied to step n's executable
+  // with cudaGraphExecUpdate, which skips instantiation when the topology is the same.
+  std::vector<cudaGraphExec_t> execs;
+  size_t next_exec = 0;
 };
 inline GraphRecorder& recorder() {
   static GraphRecorder r;
@@ -152,14 +159,17 @@ struct CudaBackend {
   static cudaStream_t stream() { return cuda_detail::backend_stream(); }
 
   /// Runs the work issued while it lives as CUDA graphs: each stretch between host spans
-  /// (downloads of routing decisions or captures, uploads, syncs) is captured, instantiated and
-  /// launched as one graph. On an exception the open capture is discarded.
+  /// (downloads of routing decisions or captures, uploads, syncs) is captured and launched as one
+  /// graph. The executable graph of the scope's i-th segment is kept and updated in place by the
+  /// next scope's i-th capture (cudaGraphExecUpdate; instantiated afresh only when the topology
+  /// changed) until release_graphs(). On an exception the open capture is discarded.
   class GraphScope {
    public:
     GraphScope() : exceptions_(std::uncaught_exceptions()) {
       auto& r = cuda_detail::recorder();
       DS41_CHECK(!r.enabled, "CudaBackend::GraphScope: graph mode is already on");
       r.enabled = true;
+      r.next_exec = 0;
       begin_segment();
     }
     ~GraphScope() {
@@ -187,6 +197,23 @@ struct CudaBackend {
     auto out = std::make_pair(r.segments, r.captured_nodes);
     r.segments = r.captured_nodes = 0;
     return out;
+  }
+  /// Of the graphs launched since the last call: instantiated anew, and reused (updated in place).
+  static std::pair<long, long> take_graph_reuse() {
+    auto& r = cuda_detail::recorder();
+    auto out = std::make_pair(r.instantiated, r.updated);
+    r.instantiated = r.updated = 0;
+    return out;
+  }
+  /// Destroys the executable graphs kept for reuse (Model calls it when a sequence starts and on
+  /// release(): they hold device resources). While a GraphScope is open it does nothing.
+  static void release_graphs() {
+    auto& r = cuda_detail::recorder();
+    if (r.enabled) return;
+    for (cudaGraphExec_t e : r.execs)
+      if (e) cudaGraphExecDestroy(e);
+    r.execs.clear();
+    r.next_exec = 0;
   }
 
   template <class T>
@@ -304,11 +331,25 @@ struct CudaBackend {
       size_t nodes = 0;
       DS41_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
       if (nodes) {
-        cudaGraphExec_t exec = nullptr;
-        DS41_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const size_t slot = r.next_exec++;
+        if (slot == r.execs.size()) r.execs.push_back(nullptr);
+        cudaGraphExec_t& exec = r.execs[slot];
+        if (exec) {
+          cudaGraphExecUpdateResultInfo info{};
+          if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
+            ++r.updated;
+          } else {  // another topology (a different step shape): instantiate afresh
+            (void)cudaGetLastError();
+            cudaGraphExecDestroy(exec);
+            exec = nullptr;
+          }
+        }
+        if (!exec) {
+          DS41_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+          ++r.instantiated;
+        }
         DS41_CUDA_CHECK(cudaGraphLaunch(exec, stream()));
         DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
-        cudaGraphExecDestroy(exec);
         ++r.segments;
         r.captured_nodes += static_cast<long>(nodes);
       }

@@ -50,6 +50,8 @@ struct HostBackend {
     std::fill(dst, dst + n, v);
   }
   static void sync() {}
+  /// Nothing to release: the host keeps no captured graphs (CudaBackend does).
+  static void release_graphs() {}
 
   /// Below this many items for_each stays on the calling thread (waking the pool costs ~10 us).
   static constexpr long kParallelForEachMinItems = 64;

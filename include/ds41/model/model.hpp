@@ -50,6 +50,7 @@ class Model {
     DS41_CHECK(!seq_, "prefill: a sequence is already in flight on this runtime (it serves one); call release() first");
     DS41_CHECK(!tokens.empty(), "prefill: empty prompt");
     check_tokens(tokens, 0);
+    B::release_graphs();  // graphs kept from the previous sequence are not reused across sequences
     seq_ = std::make_unique<Sequence>();
     seq_->hasher = EngramHasher(cfg_);
     for (auto& l : layers_) seq_->layers.push_back(l->make_state());
@@ -75,7 +76,10 @@ class Model {
   }
 
   /// Free everything the sequence in flight holds.
-  void release() { seq_.reset(); }
+  void release() {
+    B::release_graphs();  // captured graphs first: they reference the sequence's buffers
+    seq_.reset();
+  }
 
   /// Rows of the embedding table for token ids (on the backend): out[t, :] = E[ids[t], :].
   static void embed_rows(const MatrixView ev, const int32_t* ids, long T, int dim, float* out) {
