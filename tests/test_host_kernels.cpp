@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <vector>
 #include "ds41/backend/host.hpp"
+#include "ds41/model/engram.hpp"
+#include "ds41/model/highway.hpp"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -432,4 +434,85 @@ TEST_CASE("tiny golden: the fast host backend keeps 1006 passed, 1006 bit-identi
   testing::Tally scalar = run_tiny_golden<ScalarHostBackend>();
   CHECK(scalar.passed == fast.passed);
   CHECK(scalar.exact == fast.exact);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Components' host loops (issue 6): restructured for speed, the same bits as the per-element
+// formula the device runs.
+
+TEST_CASE("engram gather: the host row dequantiser gives the per-element formula's bits") {
+  // every code once, scale 1: bf16(e4m3) is exact, so this checks the decode itself, NaN included
+  {
+    std::vector<uint8_t> codes(256);
+    for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+    std::vector<float> scales(8, 1.0f), out(256);
+    engram_host::dequant_row(codes.data(), scales.data(), 256, out.data());
+    for (int c = 0; c < 256; ++c) {
+      CAPTURE(c);
+      const float ref = e4m3_decode(static_cast<uint8_t>(c));
+      if ((c & 0x7F) == 0x7F) CHECK(std::isnan(out[c]));
+      CHECK(f32_bits(out[c]) == f32_bits(ref));
+    }
+  }
+  // random rows and scales (pow2 and not, huge: overflow to inf, tiny: subnormal products), widths
+  // with and without a part the 8-wide path leaves to the scalar tail
+  std::mt19937 rng(61);
+  std::uniform_int_distribution<int> byte(0, 255), expo(-140, 120);
+  std::uniform_real_distribution<float> uni(0.5f, 2.0f);
+  for (int hd : {8, 32, 45, 64, 256, 263}) {
+    CAPTURE(hd);
+    const int nb = (hd + 31) / 32;
+    for (int rep = 0; rep < 50; ++rep) {
+      std::vector<uint8_t> c(hd);
+      for (auto& v : c) v = static_cast<uint8_t>(byte(rng));
+      std::vector<float> sc(nb), out(hd);
+      for (auto& v : sc) v = (rep % 2 ? uni(rng) : 1.0f) * std::ldexp(1.0f, expo(rng));
+      engram_host::dequant_row(c.data(), sc.data(), hd, out.data());
+      for (int d = 0; d < hd; ++d) {
+        const float ref = bf16_round(e4m3_decode(c[d]) * sc[d / 32]);
+        if (f32_bits(out[d]) != f32_bits(ref)) {
+          CAPTURE(d);
+          CAPTURE(static_cast<int>(c[d]));
+          CHECK(f32_bits(out[d]) == f32_bits(ref));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("hc_post: the host expand_post gives the per-element formula's bits") {
+  std::mt19937 rng(62);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> pick(0, 15);
+  auto value = [&]() {  // some exact zeros of either sign (0 + -0 = +0 matters), otherwise random
+    const int k = pick(rng);
+    return k == 0 ? 0.0f : k == 1 ? -0.0f : uni(rng);
+  };
+  struct Shape {
+    long T;
+    int hc, dim;
+  };
+  for (Shape sh : {Shape{1, 4, 64}, Shape{23, 4, 64}, Shape{3, 4, 5120}, Shape{5, 4, 700}, Shape{2, 1, 1030},
+                   Shape{7, 2, 33}, Shape{4, 3, 512}, Shape{1, 4, 1}}) {
+    const long T = sh.T;
+    const int hc = sh.hc, dim = sh.dim;
+    CAPTURE(T);
+    CAPTURE(hc);
+    CAPTURE(dim);
+    std::vector<float> x(T * dim), res(T * hc * dim), post(T * hc), comb(T * hc * hc), out(T * hc * dim, -1.0f);
+    for (auto* v : {&x, &res, &post, &comb})
+      for (auto& e : *v) e = value();
+    HighwayT<HostBackend>::expand_post(x.data(), res.data(), post.data(), comb.data(), T, hc, dim, out.data());
+    long bad = 0;
+    for (long e = 0; e < T * hc * dim; ++e) {  // the formula the device runs, one element at a time
+      const long t = e / (static_cast<long>(hc) * dim);
+      const int j = static_cast<int>((e / dim) % hc);
+      const long d = e % dim;
+      float acc = 0.0f;
+      for (int i = 0; i < hc; ++i) acc += comb[(t * hc + i) * hc + j] * res[(t * hc + i) * dim + d];
+      const float ref = bf16_round(post[t * hc + j] * x[t * dim + d] + acc);
+      bad += f32_bits(out[e]) != f32_bits(ref);
+    }
+    CHECK(bad == 0);
+  }
 }

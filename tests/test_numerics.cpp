@@ -56,6 +56,18 @@ TEST_CASE("e4m3: grid, ties to even code, saturation at 448, subnormals, signed 
   }
 }
 
+TEST_CASE("e4m3: the host decode table holds e4m3_decode's bits for all 256 codes") {
+  const float* table = e4m3_decode_table();
+  CHECK(table == e4m3_decode_table());  // built once
+  for (int c = 0; c < 256; ++c) {
+    CAPTURE(c);
+    const float ref = e4m3_decode(static_cast<uint8_t>(c));
+    if ((c & 0x7F) == 0x7F) CHECK((std::isnan(ref) && std::isnan(table[c])));
+    CHECK(f32_bits(table[c]) == f32_bits(ref));
+  }
+  CHECK(std::signbit(table[0x80]));
+}
+
 TEST_CASE("e2m1: nearest with ties to the even code, clamped to 6") {
   const float cases[][2] = {{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f}, {2.5f, 2.0f},
                             {3.5f, 4.0f},  {5.0f, 4.0f},  {0.26f, 0.5f}, {5.01f, 6.0f}, {7.0f, 6.0f},

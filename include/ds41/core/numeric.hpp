@@ -83,6 +83,19 @@ DS41_HD float e4m3_decode(uint8_t c) {
   if (e == 15 && m == 7) return NAN;
   return sign * ldexpf(1.0f + m / 8.0f, e - 7);
 }
+/// Host fast path of e4m3_decode: its 256 results, computed once by e4m3_decode itself, so a lookup
+/// gives the very same bits (every e4m3 value is exact in float32; both NaN codes give NAN). A host
+/// function (not DS41_HD): device code keeps calling e4m3_decode. Hoist the call out of loops (the
+/// first call builds the table).
+inline const float* e4m3_decode_table() {
+  static const struct Table {
+    float v[256];
+    Table() {
+      for (int c = 0; c < 256; ++c) v[c] = e4m3_decode(static_cast<uint8_t>(c));
+    }
+  } table;
+  return table.v;
+}
 
 // ---------------------------------------------------------------- fp4 e2m1
 constexpr float kE2m1Max = 6.0f;

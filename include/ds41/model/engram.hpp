@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#endif
 #include "../core/activation.hpp"
 #include "../core/torch_math.hpp"
 #include "config.hpp"
@@ -75,6 +78,56 @@ class EngramHasher {
   std::vector<int64_t> history_;
 };
 
+namespace engram_host {
+
+/// o[d] = bf16(e4m3_decode(c[d]) · s[d / 32]) for d < hd: ResidentTable::gather's formula for one
+/// row on the host. Only how a code becomes its float changes (the same exact value); the product
+/// and the bf16 rounding are the formula's, so the bits are the same.
+inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
+  int d0 = 0;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  // 8 codes per step. |code| < 8 (exponent 0) is m·2^-9 from an 8-entry table (vpermps reads the
+  // low 3 bits of each lane); otherwise exponent and mantissa shift into float32's fields with the
+  // bias raised by 120 (|code| 0x7F: the NaN); the sign moves to bit 31. bf16 rounding as
+  // bf16_round: NaN kept, else (b + 0x7FFF + lsb) & 0xFFFF0000. 8 codes never straddle a scale.
+  const __m256 subnormal = _mm256_setr_ps(0.0f, 0x1p-9f, 0x2p-9f, 0x3p-9f, 0x4p-9f, 0x5p-9f, 0x6p-9f, 0x7p-9f);
+  const __m256 nan = _mm256_set1_ps(NAN);
+  const __m256i mag_mask = _mm256_set1_epi32(0x7F), sign_mask = _mm256_set1_epi32(0x80);
+  const __m256i bias = _mm256_set1_epi32(120 << 23), eight = _mm256_set1_epi32(8);
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7FFF);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (; d0 + 8 <= hd; d0 += 8) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d0)));
+    const __m256i mag = _mm256_and_si256(v, mag_mask);
+    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), bias));
+    const __m256 sub = _mm256_permutevar8x32_ps(subnormal, mag);
+    __m256 a = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(eight, mag)));
+    a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, sign_mask), 24)));
+    a = _mm256_blendv_ps(a, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, mag_mask)));
+    const __m256 y = _mm256_mul_ps(a, _mm256_set1_ps(s[d0 / 32]));
+    const __m256i b = _mm256_castps_si256(y);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), one);
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(b, half), lsb), high);
+    _mm256_storeu_ps(o + d0, _mm256_blendv_ps(_mm256_castsi256_ps(r), y, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
+  }
+#endif
+  const float* lut = e4m3_decode_table();
+  for (; d0 < hd; ++d0) o[d0] = bf16_round(lut[c[d0]] * s[d0 / 32]);
+}
+
+/// Asks for row r's codes and scales ahead of use (rows are random in a table of hundreds of MB).
+inline void prefetch_row(const uint8_t* c, const float* s, long r, int hd) {
+#if defined(__GNUC__)
+  const uint8_t* p = c + r * hd;
+  for (int k = 0; k < hd; k += 64) __builtin_prefetch(p + k);
+  __builtin_prefetch(s + r * (hd / 32));
+#else
+  (void)c, (void)s, (void)r, (void)hd;
+#endif
+}
+
+}  // namespace engram_host
+
 /// Table policy: the whole fp8 table resident in backend memory (codes + per-32 pow2 scales).
 template <class B>
 class ResidentTable {
@@ -102,14 +155,32 @@ class ResidentTable {
     const uint8_t* c = codes_.data();
     const float* s = scales_.data();
     const int hd = hd_, nb = hd_ / 32;
-    B::for_each(n * hd, [=] DS41_LAMBDA(long e) {
-      long i = e / hd, d = e % hd;
-      long r = ids[i];
-      out[e] = bf16_round(e4m3_decode(c[r * hd + d]) * s[r * nb + d / 32]);
-    });
+    if constexpr (B::kIsDevice) {  // one thread per element
+      B::for_each(n * hd, [=] DS41_LAMBDA(long e) {
+        long i = e / hd, d = e % hd;
+        long r = ids[i];
+        out[e] = bf16_round(e4m3_decode(c[r * hd + d]) * s[r * nb + d / 32]);
+      });
+    } else {
+      // Items of whole rows, ~kItemElements elements each (a small gather stays on the calling
+      // thread, where waking the pool would cost more than the work); engram_host::dequant_row per
+      // row, the row kPrefetchRows ahead prefetched.
+      if (hd <= 0) return;
+      const long per_item = hd >= kItemElements ? 1 : kItemElements / hd;
+      B::for_each((n + per_item - 1) / per_item, [=](long item) {
+        const long i1 = (item + 1) * per_item < n ? (item + 1) * per_item : n;
+        for (long i = item * per_item; i < i1; ++i) {
+          if (i + kPrefetchRows < n) engram_host::prefetch_row(c, s, ids[i + kPrefetchRows], hd);
+          const long r = ids[i];
+          engram_host::dequant_row(c + r * hd, s + r * nb, hd, out + i * hd);
+        }
+      });
+    }
   }
 
  private:
+  static constexpr long kPrefetchRows = 4;     // host gather: rows prefetched this many rows ahead
+  static constexpr long kItemElements = 8192;  // host gather: elements per for_each item
   long rows_ = 0;
   int hd_ = 0;
   typename B::template Buffer<uint8_t> codes_;
