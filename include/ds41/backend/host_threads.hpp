@@ -2,9 +2,11 @@
 //
 // Decode streams every active weight once per token, so the host backend is memory-bound and
 // needs all cores reading at once to reach the machine's bandwidth. Threads are started once (a
-// Linear is ~1 ms; spawning threads per call would cost a visible fraction of that) and park on a
-// condition variable between jobs. Work is handed out in chunks from an atomic counter, so a slow
-// core does not hold the others up.
+// Linear is ~1 ms; spawning threads per call would cost a visible fraction of that). Between jobs a
+// worker first spins for a short while (a decode step issues a job every few tens of microseconds,
+// and a futex wake-up costs about as much as a small job), then parks on a condition variable; the
+// caller likewise spins briefly for the workers to finish before it sleeps. Work is handed out in
+// chunks from an atomic counter, so a slow core does not hold the others up.
 //
 // Results never depend on the split: every caller gives the pool items whose outputs are
 // independent (one Linear output row block, one for_each item), each computed whole by one thread
@@ -22,6 +24,9 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
 
 namespace ds41 {
 
@@ -66,15 +71,18 @@ class HostThreadPool {
       grain_ = grain;
       next_.store(0, std::memory_order_relaxed);
       error_ = nullptr;
-      active_ = static_cast<int>(workers_.size());
-      ++generation_;
+      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
     }
     cv_start_.notify_all();
     work_chunks();
-    std::unique_lock<std::mutex> lock(m_);
-    cv_done_.wait(lock, [this] { return active_ == 0; });
-    invoke_ = nullptr;
-    body_ = nullptr;
+    for (int spin = 0; spin < kSpins && active_.load(std::memory_order_acquire) != 0; ++spin) pause();
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
+      invoke_ = nullptr;
+      body_ = nullptr;
+    }
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -113,19 +121,30 @@ class HostThreadPool {
     in_job() = false;
   }
 
+  /// Spin iterations before sleeping: ~30-60 µs of pause instructions.
+  static constexpr int kSpins = 4000;
+  static void pause() {
+#if defined(__x86_64__) || defined(_M_X64)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
   void worker_loop() {
     unsigned long seen = 0;
     for (;;) {
+      for (int spin = 0; spin < kSpins && generation_.load(std::memory_order_acquire) == seen; ++spin) pause();
       {
         std::unique_lock<std::mutex> lock(m_);
-        cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        cv_start_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load(std::memory_order_relaxed);
       }
       work_chunks();
-      {
-        std::lock_guard<std::mutex> lock(m_);
-        if (--active_ == 0) cv_done_.notify_one();
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(m_);  // the caller checks active_ under this lock before sleeping
+        cv_done_.notify_one();
       }
     }
   }
@@ -134,14 +153,14 @@ class HostThreadPool {
   std::mutex submit_;  // one job at a time
   std::mutex m_;
   std::condition_variable cv_start_, cv_done_;
-  unsigned long generation_ = 0;
+  std::atomic<unsigned long> generation_{0};
   bool stop_ = false;
   // the current job
   void (*invoke_)(void*, long, long) = nullptr;
   void* body_ = nullptr;
   long n_ = 0, grain_ = 1;
   std::atomic<long> next_{0};
-  int active_ = 0;
+  std::atomic<int> active_{0};
   std::exception_ptr error_;
 };
 
