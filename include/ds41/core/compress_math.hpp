@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include "linear_math.hpp"
+#include "simd_avx2.hpp"
 #include "topk.hpp"
 #include "torch_math.hpp"
 
@@ -42,6 +43,22 @@ DS41_HD float index_score_entry(const float* q, const float* w, const float* k, 
     total += bf16_round(s * w[h]);
   }
   return bf16_round(total);
+}
+
+/// Scores of keys [j0, min(j0 + 8, nk)) for one query row into out[j], on the host:
+/// index_score_entry for each, 8 keys side by side where AVX2 is there (simd_avx2.hpp: the same
+/// sums in the same order per key; a 128-long dot product one at a time is latency-bound).
+inline void index_scores_host(const float* q, const float* w, const float* keys, long j0, long nk, int heads, int hd,
+                              bool small_bmm, float* out) {
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  if (!small_bmm && j0 + 8 <= nk && hd <= 512) {
+    const float* k[8];
+    for (int j = 0; j < 8; ++j) k[j] = keys + (j0 + j) * hd;
+    avx2::index_scores8(q, w, k, heads, hd, out + j0);
+    return;
+  }
+#endif
+  for (long j = j0; j < nk && j < j0 + 8; ++j) out[j] = index_score_entry(q, w, keys + j * hd, heads, hd, small_bmm);
 }
 
 /// select_candidate_blocks for one query row: score each block of `bs` positions by its maximum,

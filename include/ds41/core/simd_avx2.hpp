@@ -42,5 +42,59 @@ inline void dot8_in_order(const float* q, const float* const k[8], int D, float 
     for (int j = 0; j < 8; ++j) dot[j] += q[d0] * k[j][d0];
 }
 
+/// bf16_round on 8 lanes: round to nearest even on the top 16 bits, NaN kept as it is.
+inline __m256 bf16_round8(__m256 x) {
+  const __m256i b = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb),
+                                     _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  return _mm256_blendv_ps(_mm256_castsi256_ps(r), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/// index_score_entry (compress_math.hpp, not the small-bmm path) for 8 keys at once, one lane per
+/// key: the keys are transposed once, then per head the q·k sum runs in d order, rounded to bf16,
+/// clamped at 0, times w[h] rounded to bf16, added to the total in head order; bf16(total).
+/// hd <= 512 (the scratch of transposed keys).
+inline void index_scores8(const float* q, const float* w, const float* const k[8], int heads, int hd, float out[8]) {
+  alignas(32) float kt[512 * 8];  // kt[d*8 + j] = k[j][d]
+  int d0 = 0;
+  for (; d0 + 8 <= hd; d0 += 8) {
+    __m256 c[8];
+    for (int j = 0; j < 8; ++j) c[j] = _mm256_loadu_ps(k[j] + d0);
+    transpose8(c);
+    for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + (d0 + i) * 8, c[i]);
+  }
+  for (; d0 < hd; ++d0)
+    for (int j = 0; j < 8; ++j) kt[d0 * 8 + j] = k[j][d0];
+  __m256 total = _mm256_setzero_ps();
+  const __m256 zero = _mm256_setzero_ps();
+  constexpr int kHeadsAtOnce = 4;  // independent dot chains in flight (one chain is add-latency bound)
+  for (int h0 = 0; h0 < heads; h0 += kHeadsAtOnce) {
+    const int hn = heads - h0 < kHeadsAtOnce ? heads - h0 : kHeadsAtOnce;
+    __m256 dot[kHeadsAtOnce];
+    for (int i = 0; i < kHeadsAtOnce; ++i) dot[i] = _mm256_setzero_ps();
+    if (hn == kHeadsAtOnce) {
+      const float* qh = q + static_cast<long>(h0) * hd;
+      for (int d = 0; d < hd; ++d) {
+        const __m256 kd = _mm256_load_ps(kt + d * 8);
+        for (int i = 0; i < kHeadsAtOnce; ++i)
+          dot[i] = _mm256_add_ps(dot[i], _mm256_mul_ps(_mm256_broadcast_ss(qh + static_cast<long>(i) * hd + d), kd));
+      }
+    } else {
+      for (int i = 0; i < hn; ++i) {
+        const float* qh = q + static_cast<long>(h0 + i) * hd;
+        for (int d = 0; d < hd; ++d)
+          dot[i] = _mm256_add_ps(dot[i], _mm256_mul_ps(_mm256_broadcast_ss(qh + d), _mm256_load_ps(kt + d * 8)));
+      }
+    }
+    for (int i = 0; i < hn; ++i) {  // the total in head order
+      __m256 s = bf16_round8(dot[i]);
+      s = _mm256_and_ps(s, _mm256_cmp_ps(s, zero, _CMP_GT_OQ));  // s > 0 ? s : 0 (NaN -> 0, as the scalar compare)
+      total = _mm256_add_ps(total, bf16_round8(_mm256_mul_ps(s, _mm256_broadcast_ss(w + h0 + i))));
+    }
+  }
+  _mm256_storeu_ps(out, bf16_round8(total));
+}
+
 }  // namespace ds41::avx2
 #endif
