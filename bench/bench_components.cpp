@@ -71,35 +71,12 @@ bool is_prime(long n) {
 }
 
 ModelConfig v41_config() {
-  ModelConfig c;
-  c.max_seq_len = 4096;
+  ModelConfig c = bench::v41_config(16);
   c.vocab_size = kVocab;
-  c.dim = 5120;
-  c.moe_inter_dim = 2304;
-  c.n_layers = 16;
-  c.n_heads = 64;
-  c.n_routed_experts = 32;
-  c.n_activated_experts = 6;
-  c.q_lora_rank = 1280;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
   c.norm_eps = 1e-6;
-  c.o_groups = 8;
-  c.o_lora_rank = 1024;
-  c.window_size = 128;
-  c.compress_ratios.assign(c.n_layers, 4);
-  c.kv_source_layers = {0};
-  c.index_source_layers = {0};
-  c.original_seq_len = 65536;
-  c.rope_factor = 16;
-  c.index_n_heads = 32;
-  c.index_head_dim = 128;
-  c.index_topk = 512;
   c.candidate_source_layer = 0;
   c.candidate_topk_blocks = kCandTopBlocks;
   c.candidate_block_size = kCandBlock;
-  c.hc_mult = 4;
-  c.hc_sinkhorn_iters = 20;
   // engram (see the sizes above)
   c.engram_layer_ids = {kEngramLayer, 15};
   c.engram_max_ngram_size = kEngramNgram;
@@ -131,35 +108,6 @@ ModelConfig v41_config() {
   return c;
 }
 
-/// Weights made on request (nothing held twice), in the formats bench_layer gives the released
-/// model's tensors: hc_* and compressor.w* f32, engram tables fp8 e4m3 codes with pow2 per-32 row
-/// scales, other matrices fp8 32x32-block; vectors 1 (norm weights, scales), 0 (bias, base).
-class SyntheticWeights : public WeightSource {
- public:
-  bool has(const std::string&) const override { return true; }
-  HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
-    const uint64_t seed = std::hash<std::string>{}(name);
-    auto ends_with = [&](const char* s) {
-      const std::string t(s);
-      return name.size() >= t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
-    };
-    if (ends_with("engram.embed.scale") || ends_with("q_weight") || ends_with("k_weight")) {
-      const float v = ends_with("scale") ? 1.0f / 64 : 1.0f;
-      return HostTensor::from_f32(shape, std::vector<float>(static_cast<size_t>(shape[0]) * shape[1], v));
-    }
-    if (shape.size() == 2) {
-      WeightFormat f = WeightFormat::kFp8Block32;
-      if (name.find("hc_") != std::string::npos || name.find("compressor.w") != std::string::npos)
-        f = WeightFormat::kF32;
-      return random_matrix(f, shape[0], shape[1], seed);
-    }
-    std::vector<float> v(shape.empty() ? 1 : shape[0], 1.0f);
-    if (name.find("bias") != std::string::npos || name.find("base") != std::string::npos)
-      std::fill(v.begin(), v.end(), 0.0f);
-    return HostTensor::from_f32(shape, v);
-  }
-};
-
 // ---------------------------------------------------------------------------- the two shapes
 struct Shape {
   const ModelConfig* c;
@@ -177,7 +125,7 @@ const Shape& shape(long tiny) {
     return s;
   }
   static ModelConfig c = v41_config();
-  static SyntheticWeights w;
+  static bench::V41SyntheticWeights w;
   static Shape s = [] {
     Shape r{&c, &w, "V4.1", {}};
     for (long i = 0; i < 512; ++i) r.prompt.push_back(static_cast<int32_t>((i * 7919) % kVocab));

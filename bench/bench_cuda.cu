@@ -71,25 +71,36 @@ HostTensor random_matrix(WeightFormat f, int rows, int cols) {
 /// Weight bytes a Linear reads once (payload + scales).
 int64_t weight_bytes(const HostTensor& w) { return static_cast<int64_t>(w.payload.size() + w.scales.size() * 4); }
 
+/// A Linear benchmark case (args: rows, cols, T): random weights of format F on the device, and
+/// device input/output rows.
+template <WeightFormat F>
+struct DeviceGemvCase {
+  int rows, cols;
+  long T;
+  HostTensor w;
+  Matrix<CudaBackend> m;
+  CudaBackend::Buffer<float> x, y;
+  explicit DeviceGemvCase(const benchmark::State& st)
+      : rows(static_cast<int>(st.range(0))), cols(static_cast<int>(st.range(1))), T(st.range(2)),
+        w(random_matrix(F, rows, cols)), m(w), x(CudaBackend::alloc<float>(T * cols)),
+        y(CudaBackend::alloc<float>(T * rows)) {}
+  void run_tiled() { CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
+};
+
 /// CudaBackend::linear (the tiled, coalesced kernel of cuda_linear.hpp) for T input rows
 /// (args: rows, cols, T). bytes/s counts the weights once per call.
 template <WeightFormat F>
 void BM_DeviceGemv(benchmark::State& st) {
   if (!need_device(st)) return;
-  const int rows = static_cast<int>(st.range(0)), cols = static_cast<int>(st.range(1));
-  const long T = st.range(2);
-  HostTensor w = random_matrix(F, rows, cols);
-  Matrix<CudaBackend> m(w);
-  auto x = CudaBackend::alloc<float>(T * cols);
-  auto y = CudaBackend::alloc<float>(T * rows);
+  DeviceGemvCase<F> c(st);
   EventTimer t;
   for (auto _ : st) {
     t.start();
-    CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16);
+    c.run_tiled();
     st.SetIterationTime(t.stop_seconds());
   }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(w));
-  st.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * st.iterations(), benchmark::Counter::kIsRate);
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
+  st.counters["FLOP/s"] = benchmark::Counter(2.0 * c.rows * c.cols * c.T * st.iterations(), benchmark::Counter::kIsRate);
 }
 
 /// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes, timed as the
@@ -97,26 +108,22 @@ void BM_DeviceGemv(benchmark::State& st) {
 template <WeightFormat F>
 void BM_DeviceGemvReference(benchmark::State& st) {
   if (!need_device(st)) return;
-  const int rows = static_cast<int>(st.range(0)), cols = static_cast<int>(st.range(1));
-  const long T = st.range(2);
-  HostTensor w = random_matrix(F, rows, cols);
-  Matrix<CudaBackend> m(w);
-  auto x = CudaBackend::alloc<float>(T * cols);
-  auto y = CudaBackend::alloc<float>(T * rows);
+  DeviceGemvCase<F> c(st);
   EventTimer t;
   double ref_s = 0, tiled_s = 0;
   for (auto _ : st) {
     t.start();
-    CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16);
+    c.run_tiled();
     tiled_s += t.stop_seconds();
     t.start();
-    cuda_detail::launch_linear_reference(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, CudaBackend::stream());
+    cuda_detail::launch_linear_reference(c.x.data(), c.T, c.cols, c.m.view(), c.y.data(), c.rows, OutRound::kBF16,
+                                         CudaBackend::stream());
     const double s = t.stop_seconds();
     ref_s += s;
     st.SetIterationTime(s);
   }
   DS41_CUDA_CHECK(cudaGetLastError());
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(w));
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
   st.counters["tiled_x"] = tiled_s > 0 ? ref_s / tiled_s : 0.0;
 }
 

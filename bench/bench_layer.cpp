@@ -15,65 +15,6 @@ using namespace ds41;
 
 namespace {
 
-/// Synthetic V4.1-shaped config: layer 0 a ratio-4 kv/index source, layer 1 (when present) a
-/// ratio-4 consumer.
-ModelConfig v41_config(int n_layers) {
-  ModelConfig c;
-  c.max_seq_len = 4096;
-  c.vocab_size = 8192;
-  c.dim = 5120;
-  c.moe_inter_dim = 2304;
-  c.n_layers = n_layers;
-  c.n_heads = 64;
-  c.n_routed_experts = 32;
-  c.n_activated_experts = 6;
-  c.route_scale = 2.5;
-  c.swiglu_limit = 10.0;
-  c.q_lora_rank = 1280;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
-  c.o_groups = 8;
-  c.o_lora_rank = 1024;
-  c.window_size = 128;
-  c.compress_ratios.assign(n_layers, 4);
-  c.kv_source_layers = {0};
-  c.index_source_layers = {0};
-  c.original_seq_len = 65536;
-  c.rope_factor = 16;
-  c.index_n_heads = 32;
-  c.index_head_dim = 128;
-  c.index_topk = 512;
-  c.hc_mult = 4;
-  c.hc_sinkhorn_iters = 20;
-  return c;
-}
-
-/// Weights made on request, in the released model's formats; nothing is held twice.
-class SyntheticWeights : public WeightSource {
- public:
-  bool has(const std::string&) const override { return true; }
-  HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
-    const uint64_t seed = std::hash<std::string>{}(name);
-    if (shape.size() == 2) {
-      WeightFormat f = WeightFormat::kFp8Block32;
-      if (name.find(".experts.") != std::string::npos) f = WeightFormat::kFp4Block32;
-      if (name.find("hc_") != std::string::npos || name.find("compressor.w") != std::string::npos ||
-          name == "head.weight")
-        f = WeightFormat::kF32;
-      if (name == "embed.weight" || name.find("gate.weight") != std::string::npos ||
-          name.find("weights_proj") != std::string::npos || name.find("wo_a") != std::string::npos ||
-          name.find("indexer.wk") != std::string::npos)
-        f = WeightFormat::kBF16;
-      return bench::random_matrix(f, shape[0], shape[1], seed);
-    }
-    std::vector<float> v(shape.empty() ? 1 : shape[0], 1.0f);  // norm weights, scales: 1
-    if (name.find("bias") != std::string::npos || name.find("base") != std::string::npos ||
-        name.find("attn_sink") != std::string::npos)
-      std::fill(v.begin(), v.end(), 0.0f);
-    return HostTensor::from_f32(shape, v);
-  }
-};
-
 /// Weight bytes one decode step of one layer reads: attention, compressor/indexer, router, the
 /// active routed experts and the shared one.
 double layer_step_bytes(const ModelConfig& c, bool source) {
@@ -98,8 +39,8 @@ double layer_step_bytes(const ModelConfig& c, bool source) {
 void BM_V41DecodeStep(benchmark::State& st) {
   const int layers = static_cast<int>(st.range(0));
   const long prompt = st.range(1);
-  const ModelConfig c = v41_config(layers);
-  SyntheticWeights w;
+  const ModelConfig c = bench::v41_config(layers);
+  bench::V41SyntheticWeights w;
   Model<HostBackend> model(c, w);
   std::vector<int32_t> toks(prompt);
   for (long i = 0; i < prompt; ++i) toks[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
