@@ -284,6 +284,17 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
           CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool) == 0);
         }
   }
+  SUBCASE("row slices on and off panel boundaries (grouped wo_a views)") {
+    HostTensor t = fp8_trained_like(96, 100, rng);
+    PanelMatrix p(t);
+    REQUIRE(p.view.host_scaled_decode);
+    const int slices[][2] = {{0, 8}, {8, 8}, {32, 24}, {3, 5}, {5, 13}, {9, 40}, {1, 95}};
+    for (const auto& slice : slices) {
+      CAPTURE(slice[0]);
+      CAPTURE(slice[1]);
+      CHECK(compare_panel_linear(t, p.view, slice[0], slice[1], 1, OutRound::kBF16, rng, pool) == 0);
+    }
+  }
   SUBCASE("inputs at and past the exact range's edges (in range: scaled; out: the table decoders)") {
     const float edges[] = {0x1p-57f, 0x1.000002p-57f, 0x1.fffffep-58f, 0x1p-100f, 0x1p-140f /* subnormal */,
                            0x1.fffffep61f, 0x1p62f, 0x1p100f, INFINITY, -INFINITY, NAN};
