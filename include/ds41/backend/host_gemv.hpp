@@ -73,6 +73,7 @@ inline bool block_scaled(WeightFormat f) { return f == WeightFormat::kFp8Block32
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 inline constexpr bool kVectorised = true;
 namespace avx2 {
+using ds41::avx2::e4m3_decode8;
 using ds41::avx2::transpose8;
 
 constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
@@ -100,26 +101,13 @@ struct Bf16Columns {  // bf16 -> f32 is the 16 bits moved to the top half
   }
 };
 
-// e4m3 -> f32 without touching f32 subnormals (a multiply with a subnormal operand costs ~50%
-// here): normals are rebuilt as bits (sign | (e + 120) << 23 | m << 20); subnormal codes (e == 0,
-// value m·2^-9) come from an 8-entry table (vpermps reads the low 3 bits = m) and are blended in.
-// NaN codes (0x7F/0xFF) are not handled here: blocks holding one are decoded by the scalar path.
+// e4m3 -> f32 by core/simd_avx2.hpp's e4m3_decode8, which never makes an f32 subnormal (a multiply
+// with a subnormal operand costs ~50% here). Blocks holding a NaN code still take the scalar path.
 struct Fp8Columns {
   static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
     const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * w.cols + k;
-    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
-    const __m256i bias = _mm256_set1_epi32(120 << 23);
-    const __m256i exponent = _mm256_set1_epi32(0x78);
-    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-    const __m256 subnormal = _mm256_setr_ps(0.0f, 0x1p-9f, 0x2p-9f, 0x3p-9f, 0x4p-9f, 0x5p-9f, 0x6p-9f, 0x7p-9f);
-    for (int i = 0; i < 8; ++i) {
-      __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols));
-      __m256i v = _mm256_cvtepi8_epi32(b);  // sign-extended: bit 31 is the sign
-      __m256i normal = _mm256_add_epi32(_mm256_and_si256(_mm256_slli_epi32(v, 20), keep), bias);
-      __m256 sub = _mm256_or_ps(_mm256_permutevar8x32_ps(subnormal, v), _mm256_castsi256_ps(_mm256_and_si256(v, sign)));
-      __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(v, exponent), _mm256_setzero_si256());
-      c[i] = _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(is_sub));
-    }
+    for (int i = 0; i < 8; ++i)
+      c[i] = e4m3_decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols))));
     transpose8(c);
   }
   /// Whether the 32-column block at kb of rows [n0, n0 + rows) holds a NaN code.

@@ -51,7 +51,7 @@ DS41_HD float index_score_entry(const float* q, const float* w, const float* k, 
 inline void index_scores_host(const float* q, const float* w, const float* keys, long j0, long nk, int heads, int hd,
                               bool small_bmm, float* out) {
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  if (!small_bmm && j0 + 8 <= nk && hd <= 512) {
+  if (!small_bmm && j0 + 8 <= nk && hd <= avx2::kIndexScoresMaxDim) {
     const float* k[8];
     for (int j = 0; j < 8; ++j) k[j] = keys + (j0 + j) * hd;
     avx2::index_scores8(q, w, k, heads, hd, out + j0);

@@ -3,6 +3,7 @@
 #pragma once
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
+#include <cmath>
 
 namespace ds41::avx2 {
 
@@ -51,12 +52,29 @@ inline __m256 bf16_round8(__m256 x) {
   return _mm256_blendv_ps(_mm256_castsi256_ps(r), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/// e4m3_decode on 8 lanes (codes zero-extended to 32 bits), the same exact floats: codes with an
+/// exponent go by moving exponent and mantissa into float32's fields with the bias raised by 120;
+/// |code| < 8 (m·2^-9) come from an 8-entry table (vpermps reads the low 3 bits of each lane);
+/// the sign moves to bit 31; 0x7F/0xFF give e4m3_decode's NAN.
+inline __m256 e4m3_decode8(__m256i codes) {
+  const __m256 subnormal = _mm256_setr_ps(0.0f, 0x1p-9f, 0x2p-9f, 0x3p-9f, 0x4p-9f, 0x5p-9f, 0x6p-9f, 0x7p-9f);
+  const __m256i mag_mask = _mm256_set1_epi32(0x7F);
+  const __m256i mag = _mm256_and_si256(codes, mag_mask);
+  const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23)));
+  const __m256 sub = _mm256_permutevar8x32_ps(subnormal, mag);
+  __m256 a = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag)));
+  a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x80)), 24)));
+  return _mm256_blendv_ps(a, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, mag_mask)));
+}
+
 /// index_score_entry (compress_math.hpp, not the small-bmm path) for 8 keys at once, one lane per
 /// key: the keys are transposed once, then per head the q·k sum runs in d order, rounded to bf16,
 /// clamped at 0, times w[h] rounded to bf16, added to the total in head order; bf16(total).
-/// hd <= 512 (the scratch of transposed keys).
+/// hd <= kIndexScoresMaxDim (the scratch of transposed keys; index_scores_host checks it).
+constexpr int kIndexScoresMaxDim = 512;
 inline void index_scores8(const float* q, const float* w, const float* const k[8], int heads, int hd, float out[8]) {
-  alignas(32) float kt[512 * 8];  // kt[d*8 + j] = k[j][d]
+  alignas(32) float kt[kIndexScoresMaxDim * 8];  // kt[d*8 + j] = k[j][d]
+  if (hd > kIndexScoresMaxDim) hd = kIndexScoresMaxDim;  // never taken: the caller checks; bounds the scratch
   int d0 = 0;
   for (; d0 + 8 <= hd; d0 += 8) {
     __m256 c[8];
@@ -64,8 +82,8 @@ inline void index_scores8(const float* q, const float* w, const float* const k[8
     transpose8(c);
     for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + (d0 + i) * 8, c[i]);
   }
-  for (; d0 < hd; ++d0)
-    for (int j = 0; j < 8; ++j) kt[d0 * 8 + j] = k[j][d0];
+  for (float* tail = kt + d0 * 8; d0 < hd; ++d0, tail += 8)
+    for (int j = 0; j < 8; ++j) tail[j] = k[j][d0];
   __m256 total = _mm256_setzero_ps();
   const __m256 zero = _mm256_setzero_ps();
   constexpr int kHeadsAtOnce = 4;  // independent dot chains in flight (one chain is add-latency bound)

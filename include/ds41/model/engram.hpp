@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 #include "../core/activation.hpp"
+#include "../core/simd_avx2.hpp"
 #include "../core/torch_math.hpp"
 #include "config.hpp"
 #include "tap.hpp"
@@ -86,29 +87,11 @@ namespace engram_host {
 inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
   int d0 = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  // 8 codes per step. |code| < 8 (exponent 0) is m·2^-9 from an 8-entry table (vpermps reads the
-  // low 3 bits of each lane); otherwise exponent and mantissa shift into float32's fields with the
-  // bias raised by 120 (|code| 0x7F: the NaN); the sign moves to bit 31. bf16 rounding as
-  // bf16_round: NaN kept, else (b + 0x7FFF + lsb) & 0xFFFF0000. 8 codes never straddle a scale.
-  const __m256 subnormal = _mm256_setr_ps(0.0f, 0x1p-9f, 0x2p-9f, 0x3p-9f, 0x4p-9f, 0x5p-9f, 0x6p-9f, 0x7p-9f);
-  const __m256 nan = _mm256_set1_ps(NAN);
-  const __m256i mag_mask = _mm256_set1_epi32(0x7F), sign_mask = _mm256_set1_epi32(0x80);
-  const __m256i bias = _mm256_set1_epi32(120 << 23), eight = _mm256_set1_epi32(8);
-  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7FFF);
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  // 8 codes per step (never straddling a 32-wide scale): the exact decoded floats, then the
+  // formula's product and bf16 rounding
   for (; d0 + 8 <= hd; d0 += 8) {
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d0)));
-    const __m256i mag = _mm256_and_si256(v, mag_mask);
-    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(mag, 20), bias));
-    const __m256 sub = _mm256_permutevar8x32_ps(subnormal, mag);
-    __m256 a = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(eight, mag)));
-    a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, sign_mask), 24)));
-    a = _mm256_blendv_ps(a, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, mag_mask)));
-    const __m256 y = _mm256_mul_ps(a, _mm256_set1_ps(s[d0 / 32]));
-    const __m256i b = _mm256_castps_si256(y);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), one);
-    const __m256i r = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(b, half), lsb), high);
-    _mm256_storeu_ps(o + d0, _mm256_blendv_ps(_mm256_castsi256_ps(r), y, _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
+    const __m256 a = avx2::e4m3_decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d0))));
+    _mm256_storeu_ps(o + d0, avx2::bf16_round8(_mm256_mul_ps(a, _mm256_set1_ps(s[d0 / 32]))));
   }
 #endif
   const float* lut = e4m3_decode_table();
