@@ -316,22 +316,55 @@ TEST_CASE("sparse attention with a sink: weights, -1 skipped, all-masked row is 
   CHECK(out[1] == 0.0f);
 }
 
-TEST_CASE("weight formats: bf16, fp8 32x32 blocks and fp4 per-32 dot products") {
+TEST_CASE("fp8/fp4 Linear: the input is act_quant'ed (e4m3, pow2 scale per 32) before the block-scaled sums") {
+  // Block 0: amax 3 -> s = 2^ceil(log2(3/448)) = 2^-7, so q = x·128: 3 -> 384, -0.3 -> -38.4 -> -40
+  // (e4m3 neighbours 36 and 40), 1e-6 -> 1.28e-4 -> 0 (below half the smallest subnormal 2^-9).
+  // Block 1: every |x| <= 1e-6, amax clamped to 1e-4 -> s = 2^ceil(log2(1e-4/448)) = 2^-22;
+  // 1e-6·2^22 = 4.194 -> 4 (neighbours 4 and 4.5).
   const int K = 64;
-  std::vector<float> x(K);
-  for (int k = 0; k < K; ++k) x[k] = bf16_round(0.01f * (k - 30));
-  // fp8: codes all 1.0 (0x38), scales 2 for block 0 and 0.5 for block 1
-  std::vector<uint8_t> codes(K, e4m3_encode(1.0f));
-  std::vector<float> scales = {2.0f, 0.5f};
-  MatrixView v{WeightFormat::kFp8Block32, 1, K, codes.data(), scales.data()};
-  double expect = 0;
-  for (int k = 0; k < K; ++k) expect += x[k] * (k < 32 ? 2.0 : 0.5);
-  CHECK(v.dot(x.data(), 0) == doctest::Approx(expect).epsilon(1e-5));
-  // fp4: every value 1.5 (code 3), two per byte, scale 1 then 4
+  std::vector<float> x(K, 0.0f);
+  x[0] = 3.0f, x[1] = -0.3f, x[2] = 1e-6f;
+  x[32] = 1e-6f, x[33] = -1e-6f;
+  float q[K], sx[2];
+  act_quant_row(x.data(), K, q, sx);
+  CHECK(sx[0] == 0x1p-7f);
+  CHECK(sx[1] == 0x1p-22f);
+  CHECK(q[0] == 384.0f);
+  CHECK(q[1] == -40.0f);
+  CHECK(q[2] == 0.0f);
+  CHECK(q[32] == 4.0f);
+  CHECK(q[33] == -4.0f);
+  // fp8: codes 1.5 at k = 0, 1, 32, 33 (0 elsewhere); block scales 2 and 0.5
+  std::vector<uint8_t> codes(K, 0);
+  for (int k : {0, 1, 32, 33}) codes[k] = e4m3_encode(1.5f);
+  codes[33] = e4m3_encode(-1.5f);
+  const float s8[] = {2.0f, 0.5f};
+  MatrixView v{WeightFormat::kFp8Block32, 1, K, codes.data(), s8};
+  const float part0 = 384.0f * 1.5f + -40.0f * 1.5f;  // 516, exact
+  const float part1 = 4.0f * 1.5f + (-4.0f) * (-1.5f);  // 12
+  const float expect8 = (0.0f + part0 * 0x1p-7f * 2.0f) + part1 * 0x1p-22f * 0.5f;
+  CHECK(v.dot(x.data(), 0) == expect8);
+  CHECK(v.dot(q, 0, sx) == expect8);  // pre-quantised input: the same value
+  // without the input quantisation the result would differ: 3·1.5 - 0.3·1.5 + ... = 8.1 + ...
+  CHECK(std::fabs(v.dot(x.data(), 0) - 8.1f * 2.0f) > 0.1f);
+  // fp4: every value 1.5 (code 3), two per byte, scales 1 then 4
   std::vector<uint8_t> packed(K / 2, 0x33);
-  std::vector<float> s4 = {1.0f, 4.0f};
-  MatrixView f{WeightFormat::kFp4Block32, 1, K, packed.data(), s4.data()};
-  expect = 0;
-  for (int k = 0; k < K; ++k) expect += x[k] * 1.5 * (k < 32 ? 1.0 : 4.0);
-  CHECK(f.dot(x.data(), 0) == doctest::Approx(expect).epsilon(1e-5));
+  const float s4[] = {1.0f, 4.0f};
+  MatrixView f{WeightFormat::kFp4Block32, 1, K, packed.data(), s4};
+  const float expect4 = (0.0f + (384.0f * 1.5f + -40.0f * 1.5f + 0.0f) * 0x1p-7f * 1.0f) +
+                        (4.0f * 1.5f + -4.0f * 1.5f) * 0x1p-22f * 4.0f;
+  CHECK(f.dot(x.data(), 0) == expect4);
+  // an inf or NaN anywhere in the row makes the output NaN (the reference's inf/inf, NaN·w)
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    std::vector<float> xb = x;
+    xb[40] = bad;
+    CHECK(std::isnan(v.dot(xb.data(), 0)));
+    CHECK(std::isnan(f.dot(xb.data(), 0)));
+  }
+  // bf16 weights take x as it is
+  std::vector<uint16_t> wb(K, bf16_bits(1.0f));
+  MatrixView b{WeightFormat::kBF16, 1, K, wb.data(), nullptr};
+  float expect_b = 0.0f;
+  for (int k = 0; k < K; ++k) expect_b += x[k];
+  CHECK(b.dot(x.data(), 0) == expect_b);
 }

@@ -17,11 +17,12 @@
 //      f32/bf16: one warp; thread i adds row i's products x[k]·w[k] in k order into its one
 //                accumulator, as dot_f32/dot_bf16 do.
 //      fp8/fp4:  four warps; the 32-column partial sums of different scale blocks are independent
-//                in the reference (part = 0; part += x[k]·w[k] in k order), so warp w computes
-//                block w (and w+4 for fp4) of the chunk for its 32 rows and stores part·scale;
-//                warp 0 then adds those products into the row's accumulator in block order,
-//                one chunk behind (acc += part·scale, as dot_fp8_block32/dot_fp4_block32 do: the
-//                product is rounded to float before the add either way, since nothing is fused).
+//                in the reference (part = 0; part += q[k]·w[k] in k order, q the input's
+//                act_quant, computed from the staged raw x by each lane), so warp w computes
+//                block w (and w+4 for fp4) of the chunk for its 32 rows and stores
+//                (part·s_x)·s_w; warp 0 then adds those into the row's accumulator in block
+//                order, one chunk behind (acc + (part·s_x)·s_w, as add_block: the product is
+//                rounded to float before the add either way, since nothing is fused).
 //    Weights are decoded through 256/16-entry shared tables filled by e4m3_decode/e2m1_decode
 //    themselves, so the decoded values are the reference's. The project compiles CUDA with
 //    --fmad=false: products and sums round separately, as on the host.
@@ -127,9 +128,10 @@ __device__ __forceinline__ uint32_t lin_word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-/// Row i's partial sum of scale block jb of the staged chunk, columns [0, ke) of the block (k order).
+/// Row i's partial sum of scale block jb of the staged chunk, columns [0, ke) of the block (k order),
+/// over the block's act_quant values q (the staged x is the raw input; sx its act_quant scale).
 template <WeightFormat F, int S>
-__device__ __forceinline__ float lin_block_part(const LinShared<F, S>& sh, int s, int i, int jb, int ke) {
+__device__ __forceinline__ float lin_block_part(const LinShared<F, S>& sh, int s, int i, int jb, int ke, float sx) {
   const uint8_t* row = &sh.w[s][i * kLinRowPitch];
   const float* xs = &sh.x[s][jb * 32];
   float part = 0.0f;
@@ -140,7 +142,7 @@ __device__ __forceinline__ float lin_block_part(const LinShared<F, S>& sh, int s
 #pragma unroll
       for (int e = 0; e < 16; ++e) {
         const int k = q * 16 + e;
-        if (k < ke) part += xs[k] * sh.lut[(lin_word(v, e / 4) >> (8 * (e % 4))) & 0xFF];
+        if (k < ke) part += act_quant_value(xs[k], sx) * sh.lut[(lin_word(v, e / 4) >> (8 * (e % 4))) & 0xFF];
       }
     }
   } else {  // fp4: the block's 32 codes are 16 bytes, low nibble first
@@ -149,7 +151,7 @@ __device__ __forceinline__ float lin_block_part(const LinShared<F, S>& sh, int s
     for (int k = 0; k < 32; ++k) {
       if (k < ke) {
         const uint32_t byte = (lin_word(v, k / 8) >> (8 * ((k / 2) % 4))) & 0xFF;
-        part += xs[k] * sh.lut[(k & 1) ? (byte >> 4) : (byte & 0xF)];
+        part += act_quant_value(xs[k], sx) * sh.lut[(k & 1) ? (byte >> 4) : (byte & 0xF)];
       }
     }
   }
@@ -236,9 +238,11 @@ __global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(co
           if (kb0 + jb >= kblocks) break;
           const int kb = k0 + jb * 32;
           const int ke = K - kb < 32 ? K - kb : 32;
-          const float part = lin_block_part<F, S>(sh, s, lane, jb, ke);
+          // the input block's act_quant scale: every lane reads the same 32 staged values
+          const float sx = act_quant_scale(&sh.x[s][jb * 32], ke);
+          const float part = lin_block_part<F, S>(sh, s, lane, jb, ke, sx);
           const float scale = F == WeightFormat::kFp8Block32 ? sh.scale[s][jb] : sh.scale[s][lane * Tr::kScalePitch + jb];
-          sh.prod[c & 1][jb][lane] = part * scale;
+          sh.prod[c & 1][jb][lane] = part * sx * scale;  // (part·s_x)·s_w, as add_block
         }
       }
     }

@@ -39,11 +39,14 @@
 
 namespace ds41::host_gemv {
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference.
-inline void linear_rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                               OutRound round, int n_begin, int n_end) {
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference. xs:
+/// null for raw input rows, or act_quant's scales (row stride ceil(K/32)) when x holds its q.
+inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                               long y_stride, OutRound round, int n_begin, int n_end) {
+  const long kblocks = (w.cols + 31) / 32;
   for (long r = 0; r < T; ++r)
-    for (int n = n_begin; n < n_end; ++n) y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+    for (int n = n_begin; n < n_end; ++n)
+      y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n, xs ? xs + r * kblocks : nullptr), round);
 }
 
 /// W[n, k] as the float the reference multiplies x[k] by (before any block scale).
@@ -185,9 +188,10 @@ inline void store_rounded(__m256 acc, float* y, OutRound round) {
 
 /// Rows [n0, n0 + 8·NV) for T input rows: decode each 32-column block once per kRowChunk rows.
 template <class Columns, int NV, bool kScaled>
-void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, int n0, float* y, long y_stride,
-                 OutRound round) {
+void linear_tile(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, int n0, float* y,
+                 long y_stride, OutRound round) {
   const int K = w.cols;
+  const long kblocks = (K + kBlockK - 1) / kBlockK;
   alignas(32) __m256 wt[kBlockK][NV];
   for (long r0 = 0; r0 < T; r0 += kRowChunk) {
     const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
@@ -211,8 +215,12 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, int
           const __m256 xk = _mm256_broadcast_ss(xr + k);
           for (int v = 0; v < NV; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
         }
-        for (int v = 0; v < NV; ++v)
-          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a[v], scale[v])) : a[v];
+        if constexpr (kScaled) {
+          const __m256 sx = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / kBlockK);
+          for (int v = 0; v < NV; ++v) acc[r][v] = panels::add_block(acc[r][v], a[v], sx, scale[v]);
+        } else {
+          for (int v = 0; v < NV; ++v) acc[r][v] = a[v];
+        }
       }
     }
     for (int r = 0; r < tc; ++r)
@@ -223,7 +231,7 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, int
 /// Decode GEMV (one input row), bf16/f32/fp8: each 8x8 sub-block is decoded and transposed in
 /// registers and consumed at once (no transposed buffer: with one input row nothing reuses it).
 template <class Columns, int NV, bool kScaled>
-void gemv_tile(const float* x, const MatrixView& w, int n0, float* y, OutRound round) {
+void gemv_tile(const float* x, const float* xs, const MatrixView& w, int n0, float* y, OutRound round) {
   const int K = w.cols;
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
@@ -240,7 +248,8 @@ void gemv_tile(const float* x, const MatrixView& w, int n0, float* y, OutRound r
         for (int j = 0; j < 8; ++j) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(_mm256_broadcast_ss(x + k8 + j), c[j]));
       }
     for (int v = 0; v < NV; ++v)
-      acc[v] = kScaled ? _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], block_scales8(w, n0 + 8 * v, kb))) : part[v];
+      acc[v] = kScaled ? panels::add_block(acc[v], part[v], _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb))
+                       : part[v];
   }
   if (kb < K) {  // K tail (or an fp8 block with a NaN code onwards): scalar-built columns
     alignas(32) __m256 wt[kBlockK][NV];
@@ -250,7 +259,8 @@ void gemv_tile(const float* x, const MatrixView& w, int n0, float* y, OutRound r
       for (int v = 0; v < NV; ++v) {
         __m256 part = kScaled ? _mm256_setzero_ps() : acc[v];
         for (int k = 0; k < kn; ++k) part = _mm256_add_ps(part, _mm256_mul_ps(_mm256_broadcast_ss(x + kb + k), wt[k][v]));
-        acc[v] = kScaled ? _mm256_add_ps(acc[v], _mm256_mul_ps(part, block_scales8(w, n0 + 8 * v, kb))) : part;
+        acc[v] = kScaled ? panels::add_block(acc[v], part, _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb))
+                         : part;
       }
     }
   }
@@ -260,7 +270,8 @@ void gemv_tile(const float* x, const MatrixView& w, int n0, float* y, OutRound r
 /// Decode GEMV (one input row) for fp4: products[k] holds x[k]·{0, .5, 1, 1.5, 2, 3, 4, 6}, so a
 /// column's products are one table lookup and a sign flip (x·(−a) is exactly −(x·a)), no multiply.
 template <int NV>
-void fp4_gemv_tile(const float* x, const float* products, const MatrixView& w, int n0, float* y, OutRound round) {
+void fp4_gemv_tile(const float* x, const float* xs, const float* products, const MatrixView& w, int n0, float* y,
+                   OutRound round) {
   const int K = w.cols;
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   __m256 acc[NV];
@@ -282,7 +293,8 @@ void fp4_gemv_tile(const float* x, const float* products, const MatrixView& w, i
         }
       }
     }
-    for (int v = 0; v < NV; ++v) acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], block_scales8(w, n0 + 8 * v, kb)));
+    for (int v = 0; v < NV; ++v)
+      acc[v] = panels::add_block(acc[v], part[v], _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb));
   }
   if (kb < K) {  // K tail: scalar-built columns
     alignas(32) __m256 wt[kBlockK][NV];
@@ -290,7 +302,7 @@ void fp4_gemv_tile(const float* x, const float* products, const MatrixView& w, i
     for (int v = 0; v < NV; ++v) {
       __m256 part = _mm256_setzero_ps();
       for (int k = 0; k < K - kb; ++k) part = _mm256_add_ps(part, _mm256_mul_ps(_mm256_broadcast_ss(x + kb + k), wt[k][v]));
-      acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part, block_scales8(w, n0 + 8 * v, kb)));
+      acc[v] = panels::add_block(acc[v], part, _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb));
     }
   }
   for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
@@ -305,19 +317,19 @@ inline void fp4_products(const float* x, int K, HostBuffer<float>& products) {
 }
 
 template <class Columns, bool kScaled>
-void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                      OutRound round, int n, int n_end, const float* fp4_products) {
+void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                      long y_stride, OutRound round, int n, int n_end, const float* fp4_products) {
   for (; n + 8 * kTileVecs <= n_end; n += 8 * kTileVecs) {
-    if (fp4_products) fp4_gemv_tile<kTileVecs>(x, fp4_products, w, n, y, round);
-    else if (T == 1 && !std::is_same_v<Columns, Fp4Columns>) gemv_tile<Columns, kTileVecs, kScaled>(x, w, n, y, round);
-    else linear_tile<Columns, kTileVecs, kScaled>(x, T, x_stride, w, n, y, y_stride, round);
+    if (fp4_products) fp4_gemv_tile<kTileVecs>(x, xs, fp4_products, w, n, y, round);
+    else if (T == 1 && !std::is_same_v<Columns, Fp4Columns>) gemv_tile<Columns, kTileVecs, kScaled>(x, xs, w, n, y, round);
+    else linear_tile<Columns, kTileVecs, kScaled>(x, xs, T, x_stride, w, n, y, y_stride, round);
   }
   for (; n + 8 <= n_end; n += 8) {
-    if (fp4_products) fp4_gemv_tile<1>(x, fp4_products, w, n, y, round);
-    else if (T == 1 && !std::is_same_v<Columns, Fp4Columns>) gemv_tile<Columns, 1, kScaled>(x, w, n, y, round);
-    else linear_tile<Columns, 1, kScaled>(x, T, x_stride, w, n, y, y_stride, round);
+    if (fp4_products) fp4_gemv_tile<1>(x, xs, fp4_products, w, n, y, round);
+    else if (T == 1 && !std::is_same_v<Columns, Fp4Columns>) gemv_tile<Columns, 1, kScaled>(x, xs, w, n, y, round);
+    else linear_tile<Columns, 1, kScaled>(x, xs, T, x_stride, w, n, y, y_stride, round);
   }
-  linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n, n_end);
+  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n, n_end);
 }
 
 }  // namespace avx2
@@ -325,38 +337,43 @@ void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w
 inline constexpr bool kVectorised = false;
 #endif
 
-/// What linear() prepares once per call from a single input row (T == 1), for every row worker:
-/// the fp4 products table (row-major fp4, avx2::fp4_products) or the scaled input (fp8 panels,
-/// scaled::scale_input). Null members: not prepared, the kernels decode as usual.
+/// What linear() prepares once per call, for every row worker: for fp8/fp4 weights the input's
+/// act_quant (q replaces x, one scale per 32 columns), and from a single input row (T == 1) the
+/// fp4 products table (row-major fp4, avx2::fp4_products) or the scaled input (fp8 panels,
+/// scaled::scale_input). Null members: not prepared.
 struct PreparedInput {
+  const float* x_scale = nullptr;  // act_quant scales, row stride ceil(K/32); x then holds q
   const float* fp4_products = nullptr;
   const float* scaled_x = nullptr;
 };
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows.
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
+/// weights x holds act_quant's q and prepared.x_scale its scales (null: raw x, the scalar path
+/// quantises on the fly).
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                         OutRound round, int n_begin, int n_end, PreparedInput prepared = {}) {
+  const float* xs = block_scaled(w.format) ? prepared.x_scale : nullptr;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
-  if (T == 1 && prepared.scaled_x && scaled::usable(w))
-    return scaled::gemv_rows(x, prepared.scaled_x, w, y, round, n_begin, n_end);
-  if (w.layout == WeightLayout::kPanels8)
-    return panels::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
-  switch (w.format) {
-    case WeightFormat::kF32:
-      return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
-    case WeightFormat::kBF16:
-      return linear_rows_with<Bf16Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
-    case WeightFormat::kFp8Block32:
-      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
-    case WeightFormat::kFp4Block32:
-      return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end,
-                                                T == 1 ? prepared.fp4_products : nullptr);
+  if (xs || !block_scaled(w.format)) {
+    if (T == 1 && prepared.scaled_x && scaled::usable(w))
+      return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
+    if (w.layout == WeightLayout::kPanels8)
+      return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    switch (w.format) {
+      case WeightFormat::kF32:
+        return linear_rows_with<F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+      case WeightFormat::kBF16:
+        return linear_rows_with<Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+      case WeightFormat::kFp8Block32:
+        return linear_rows_with<Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end, nullptr);
+      case WeightFormat::kFp4Block32:
+        return linear_rows_with<Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end,
+                                                  T == 1 ? prepared.fp4_products : nullptr);
+    }
   }
-#else
-  (void)prepared;
 #endif
-  linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 }
 
 /// Below this many multiply-adds a Linear runs on the calling thread: waking the pool costs more.
@@ -369,6 +386,19 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
                    OutRound round, HostThreadPool& pool) {
   if (T <= 0 || w.rows <= 0) return;
   PreparedInput prepared;
+  // fp8/fp4: the reference's act_quant of every input row, once (the kernels read q and scales)
+  thread_local HostBuffer<float> quantized, quant_scales;
+  if (block_scaled(w.format)) {
+    const long K = w.cols, kblocks = (K + 31) / 32;
+    if (quantized.size() < static_cast<size_t>(T * K)) quantized = HostBuffer<float>(static_cast<size_t>(T * K));
+    if (quant_scales.size() < static_cast<size_t>(T * kblocks))
+      quant_scales = HostBuffer<float>(static_cast<size_t>(T * kblocks));
+    for (long r = 0; r < T; ++r)
+      act_quant_row(x + r * x_stride, w.cols, quantized.data() + r * K, quant_scales.data() + r * kblocks);
+    x = quantized.data();
+    x_stride = K;
+    prepared.x_scale = quant_scales.data();
+  }
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   thread_local HostBuffer<float> fp4_table, scaled_x;
   if (T == 1 && w.format == WeightFormat::kFp4Block32 && w.layout == WeightLayout::kRowMajor) {

@@ -113,6 +113,11 @@ inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
   return _mm256_loadu_ps(w.scales + (p * kblocks + kbi) * kPanelRows);
 }
 
+/// acc + (part·s_x)·s_w, each operation rounded on its own (add_block in linear_math.hpp).
+inline __m256 add_block(__m256 acc, __m256 part, __m256 s_x, __m256 s_w) {
+  return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(part, s_x), s_w));
+}
+
 inline void store_rounded(__m256 acc, float* y, OutRound round) {
   alignas(32) float a[8];
   _mm256_store_ps(a, acc);
@@ -143,7 +148,7 @@ inline void add_groups(const float* x, const uint8_t* panel0, long pb, int q_beg
 
 /// Decode GEMV (one input row) of panels [p0, p0 + NP) into y[0 .. 8·NP).
 template <class Columns, int NP, bool kScaled>
-void gemv_tile(const float* x, const MatrixView& w, long p0, float* y, OutRound round) {
+void gemv_tile(const float* x, const float* xs, const MatrixView& w, long p0, float* y, OutRound round) {
   constexpr int g = Columns::kGroup;
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K);
@@ -155,19 +160,23 @@ void gemv_tile(const float* x, const MatrixView& w, long p0, float* y, OutRound 
     for (int v = 0; v < NP; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
     if (kb + kBlockK <= K) add_groups<Columns, NP, false>(x, panel0, pb, kb / g, (kb + kBlockK) / g, K, part);
     else add_groups<Columns, NP, true>(x, panel0, pb, kb / g, (K + g - 1) / g, K, part);
-    for (int v = 0; v < NP; ++v)
-      acc[v] = kScaled ? _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], block_scales(w, p0 + v, kb / 32))) : part[v];
+    if constexpr (kScaled) {
+      const __m256 sx = _mm256_broadcast_ss(xs + kb / 32);
+      for (int v = 0; v < NP; ++v) acc[v] = add_block(acc[v], part[v], sx, block_scales(w, p0 + v, kb / 32));
+    } else {
+      for (int v = 0; v < NP; ++v) acc[v] = part[v];
+    }
   }
   for (int v = 0; v < NP; ++v) store_rounded(acc[v], y + 8 * v, round);
 }
 
 /// Prefill (T input rows) of panels [p0, p0 + NP): each 32-column block decoded once per kRowChunk rows.
 template <class Columns, int NP, bool kScaled>
-void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, long p0, float* y, long y_stride,
-                 OutRound round) {
+void linear_tile(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, long p0, float* y,
+                 long y_stride, OutRound round) {
   constexpr int g = Columns::kGroup;
   const int K = w.cols;
-  const long pb = panel_bytes(w.format, K);
+  const long pb = panel_bytes(w.format, K), kblocks = (K + kBlockK - 1) / kBlockK;
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   alignas(32) __m256 wt[kBlockK][NP];
   for (long r0 = 0; r0 < T; r0 += kRowChunk) {
@@ -208,9 +217,18 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, lon
             a1[v] = _mm256_add_ps(a1[v], _mm256_mul_ps(xk1, wk));
           }
         }
-        for (int v = 0; v < NP; ++v) {
-          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a0[v], scale[v])) : a0[v];
-          acc[r + 1][v] = kScaled ? _mm256_add_ps(acc[r + 1][v], _mm256_mul_ps(a1[v], scale[v])) : a1[v];
+        if constexpr (kScaled) {
+          const __m256 sx0 = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / 32);
+          const __m256 sx1 = _mm256_broadcast_ss(xs + (r0 + r + 1) * kblocks + kb / 32);
+          for (int v = 0; v < NP; ++v) {
+            acc[r][v] = add_block(acc[r][v], a0[v], sx0, scale[v]);
+            acc[r + 1][v] = add_block(acc[r + 1][v], a1[v], sx1, scale[v]);
+          }
+        } else {
+          for (int v = 0; v < NP; ++v) {
+            acc[r][v] = a0[v];
+            acc[r + 1][v] = a1[v];
+          }
         }
       }
       for (; r < tc; ++r) {
@@ -221,8 +239,12 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, lon
           const __m256 xk = _mm256_broadcast_ss(xr + k);
           for (int v = 0; v < NP; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
         }
-        for (int v = 0; v < NP; ++v)
-          acc[r][v] = kScaled ? _mm256_add_ps(acc[r][v], _mm256_mul_ps(a[v], scale[v])) : a[v];
+        if constexpr (kScaled) {
+          const __m256 sx = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / 32);
+          for (int v = 0; v < NP; ++v) acc[r][v] = add_block(acc[r][v], a[v], sx, scale[v]);
+        } else {
+          for (int v = 0; v < NP; ++v) acc[r][v] = a[v];
+        }
       }
     }
     for (int r = 0; r < tc; ++r)
@@ -231,41 +253,44 @@ void linear_tile(const float* x, long T, long x_stride, const MatrixView& w, lon
 }
 
 /// Rows [n_begin, n_end) of the view by the scalar panel dot (rows outside whole panels).
-inline void rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end) {
+inline void rows_scalar(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                        long y_stride, OutRound round, int n_begin, int n_end) {
+  const long kblocks = (w.cols + kBlockK - 1) / kBlockK;
   for (long r = 0; r < T; ++r)
-    for (int n = n_begin; n < n_end; ++n) y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n), round);
+    for (int n = n_begin; n < n_end; ++n)
+      y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n, xs ? xs + r * kblocks : nullptr), round);
 }
 
 template <class Columns, bool kScaled>
-void linear_rows_with(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                      OutRound round, int n_begin, int n_end) {
+void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                      long y_stride, OutRound round, int n_begin, int n_end) {
   // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n);
+  rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n);
   auto tile = [&]<int NP>(std::integral_constant<int, NP>) {
     const long p0 = (w.row0 + n) / kPanelRows;
-    if (T == 1) gemv_tile<Columns, NP, kScaled>(x, w, p0, y + n, round);
-    else linear_tile<Columns, NP, kScaled>(x, T, x_stride, w, p0, y + n, y_stride, round);
+    if (T == 1) gemv_tile<Columns, NP, kScaled>(x, xs, w, p0, y + n, round);
+    else linear_tile<Columns, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
   };
   for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
     tile(std::integral_constant<int, kTilePanels>{});
   for (; n + kPanelRows <= n_end; n += kPanelRows) tile(std::integral_constant<int, 1>{});
-  rows_scalar(x, T, x_stride, w, y, y_stride, round, n, n_end);
+  rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n, n_end);
 }
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W.
-inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end) {
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W. fp8/fp4: x holds act_quant's
+/// q values (row stride x_stride) and xs its scales (row stride ceil(K/32)).
+inline void linear_rows(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                        long y_stride, OutRound round, int n_begin, int n_end) {
   switch (w.format) {
     case WeightFormat::kF32:
-      return linear_rows_with<F32Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+      return linear_rows_with<F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kBF16:
-      return linear_rows_with<Bf16Columns, false>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+      return linear_rows_with<Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kFp8Block32:
-      return linear_rows_with<Fp8Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+      return linear_rows_with<Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kFp4Block32:
-      return linear_rows_with<Fp4Columns, true>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+      return linear_rows_with<Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   }
 }
 

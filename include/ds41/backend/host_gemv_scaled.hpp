@@ -9,17 +9,18 @@
 // 4 with its sign copied, and an AND keeps sign | c[6:0] << 20: the float w' = w·2^-120 for every
 // finite e4m3 w (subnormal codes become f32 subnormals m·2^-129). Measured, one core, in cache:
 // 10.7 -> 12.5 Gweights/s through host_gemv::linear (15 for the bare kernel).
-// The 2^-120 is paid back without a multiply per weight: x is pre-scaled (x' = x·2^60) and the
-// block scale by 2^60, so x'·w' = x·w·2^-60 and part'·(s·2^60) = part·s as real numbers. Every
-// rounding is the reference's, because scaling by a power of two commutes with rounding while
-// nothing leaves the normal range: with 2^-57 <= |x| < 2^62 (or x == 0) each nonzero product
-// has |x·w·2^-60| >= 2^-126 (|w| >= 2^-9) and x' is finite; a partial sum that lands below 2^-126
-// is the sum of two multiples of 2^-149 and so exact in both domains; block scales below 2^67
-// keep s·2^60 finite. Everything else takes the table decoder: an x outside that range, a thread
-// running with FTZ or DAZ set (they would flush the scaled domain's exact subnormals), and
-// matrices pack() did not mark `host_scaled_decode` (large scales; codes often subnormal — a
-// multiply with a subnormal operand is slow on this CPU family, and trained weights have ~1 in
-// 10^4 such codes, uniform random bytes 1 in 18).
+// The 2^-120 is paid back without a multiply per weight: x is pre-scaled (x' = x·2^60), so
+// x'·w' = x·w·2^-60, and each block's partial sum is scaled back by 2^60 (part'·2^60 = part,
+// exactly) before the reference's (part·s_x)·s_w. Every rounding is the reference's, because
+// scaling by a power of two commutes with rounding while nothing leaves the normal range: with
+// 2^-57 <= |x| < 2^62 (or x == 0) each nonzero product has |x·w·2^-60| >= 2^-126 (|w| >= 2^-9)
+// and x' is finite; a partial sum that lands below 2^-126 is the sum of two multiples of 2^-149
+// and so exact in both domains. The x of an fp8 Linear are act_quant's e4m3 values (0 or
+// 2^-9 <= |q| <= 448), always inside that range. Everything else takes the table decoder: an x
+// outside the range, a thread running with FTZ or DAZ set (they would flush the scaled domain's
+// exact subnormals), and matrices pack() did not mark `host_scaled_decode` (codes often
+// subnormal — a multiply with a subnormal operand is slow on this CPU family, and trained weights
+// have ~1 in 10^4 such codes, uniform random bytes 1 in 18).
 // fp4 keeps its table decoder: the same scheme needs a byte lookup per code first (e2m1's 0.5
 // would otherwise be an f32 subnormal) and measured 12.4 against the table decoder's 14.3
 // Gweights/s (one core, in cache).
@@ -35,7 +36,7 @@
 namespace ds41::host_gemv::scaled {
 
 constexpr float kInputScale = 0x1p60f;  // x' = x·2^60 (w' = w·2^-120)
-constexpr float kScaleScale = 0x1p60f;  // s' = s·2^60
+constexpr float kPartScale = 0x1p60f;   // part = part'·2^60
 
 inline bool x_in_exact_range(float x) {
   const float a = std::fabs(x);
@@ -66,12 +67,10 @@ inline bool scale_input(const float* x, int K, float* xs) {
   return true;
 }
 
-/// Whether pack() may mark a matrix for the scaled decoder: fp8, every finite block scale below
-/// 2^67, at most 1 code in 512 subnormal.
-inline bool decode_suits(WeightFormat f, const uint8_t* codes, long n_codes, const float* scales, long n_scales) {
+/// Whether pack() may mark a matrix for the scaled decoder: fp8 with at most 1 code in 512
+/// subnormal (a speed choice; the result is exact either way).
+inline bool decode_suits(WeightFormat f, const uint8_t* codes, long n_codes) {
   if (f != WeightFormat::kFp8Block32) return false;
-  for (long i = 0; i < n_scales; ++i)
-    if (std::isfinite(scales[i]) && std::fabs(scales[i]) >= 0x1p67f) return false;
   long subnormal = 0;
   for (long i = 0; i < n_codes; ++i) subnormal += (codes[i] & 0x78) == 0 && (codes[i] & 0x07) != 0;
   return subnormal * 512 <= n_codes;
@@ -86,18 +85,19 @@ inline __m256i column0_control() {
                           z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3);
 }
 
-/// Decode GEMV of panels [p0, p0 + NP) from the scaled input xs into y[0 .. 8·NP), summing each
-/// row in the reference's order (dot_fp8_block32: per-32 partial sums in K order, then acc +=
-/// part·scale). Padding past K is never added (a +0 could turn -0 into +0).
+/// Decode GEMV of panels [p0, p0 + NP) from the scaled input xs (act_quant's q·2^60) and the
+/// input's block scales x_scale into y[0 .. 8·NP), summing each row in the reference's order
+/// (dot_fp8_block32: per-32 partial sums in K order, then acc + (part·s_x)·s_w). Padding past K
+/// is never added (a +0 could turn -0 into +0).
 template <int NP>
-void gemv_tile(const float* xs, const MatrixView& w, long p0, float* y, OutRound round) {
+void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long p0, float* y, OutRound round) {
   constexpr int g = 4;  // K positions per 32-byte panel group
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K);
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const __m256i shift4 = _mm256_set1_epi16(1 << 12), keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
   const __m256i next_column = _mm256_set1_epi8(4);
-  const __m256 scale_back = _mm256_set1_ps(kScaleScale);
+  const __m256 part_back = _mm256_set1_ps(kPartScale);
   __m256 acc[NP];
   for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   for (int kb = 0; kb < K; kb += panels::kBlockK) {
@@ -119,8 +119,9 @@ void gemv_tile(const float* xs, const MatrixView& w, long p0, float* y, OutRound
         }
       }
     }
+    const __m256 sx = _mm256_broadcast_ss(x_scale + kb / 32);
     for (int v = 0; v < NP; ++v)
-      acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(part[v], _mm256_mul_ps(panels::block_scales(w, p0 + v, kb / 32), scale_back)));
+      acc[v] = panels::add_block(acc[v], _mm256_mul_ps(part[v], part_back), sx, panels::block_scales(w, p0 + v, kb / 32));
   }
   for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
 }
@@ -131,16 +132,18 @@ inline bool usable(const MatrixView& w) {
          flush_modes_off();
 }
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for one input row: x (for rows outside whole
-/// panels, by the scalar panel dot) and xs = x·2^60 from scale_input.
-inline void gemv_rows(const float* x, const float* xs, const MatrixView& w, float* y, OutRound round, int n_begin,
-                      int n_end) {
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for one input row: act_quant's q and scales
+/// x_scale (for rows outside whole panels, by the scalar panel dot) and xs = q·2^60 from
+/// scale_input.
+inline void gemv_rows(const float* q, const float* x_scale, const float* xs, const MatrixView& w, float* y,
+                      OutRound round, int n_begin, int n_end) {
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  panels::rows_scalar(x, 1, w.cols, w, y, 0, round, n_begin, n);
+  panels::rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n_begin, n);
   for (; n + kPanelRows * panels::kTilePanels <= n_end; n += kPanelRows * panels::kTilePanels)
-    gemv_tile<panels::kTilePanels>(xs, w, (w.row0 + n) / kPanelRows, y + n, round);
-  for (; n + kPanelRows <= n_end; n += kPanelRows) gemv_tile<1>(xs, w, (w.row0 + n) / kPanelRows, y + n, round);
-  panels::rows_scalar(x, 1, w.cols, w, y, 0, round, n, n_end);
+    gemv_tile<panels::kTilePanels>(xs, x_scale, w, (w.row0 + n) / kPanelRows, y + n, round);
+  for (; n + kPanelRows <= n_end; n += kPanelRows)
+    gemv_tile<1>(xs, x_scale, w, (w.row0 + n) / kPanelRows, y + n, round);
+  panels::rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n, n_end);
 }
 
 }  // namespace ds41::host_gemv::scaled

@@ -102,8 +102,7 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
   v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
   v.host_scaled_decode = false;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols, scales,
-                                                         static_cast<long>(scale_count(src.format, src.rows, src.cols)));
+  v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols);
 #endif
   return v;
 }

@@ -3,9 +3,16 @@
 // The reference's bf16 Linear accumulates in float32 and rounds once; these dot products take the
 // products in K order into one float32 accumulator. Backends call these per output element (the
 // host in loops, CUDA per thread), so the arithmetic is the same on both.
+//
+// fp8 and fp4 weights follow the reference's linear() (model.py): the input row is first
+// quantised to e4m3 per 32 values with a power-of-two scale (act_quant, block 32, ue8m0), and the
+// block-scaled GEMM (kernel fp8_gemm / fp4_gemm) sums each 32-column block's products q·w (all
+// exact: e4m3 x e4m3 and e4m3 x e2m1 fit a float) in K order into a float32 partial, then
+// acc = acc + (partial·s_x)·s_w. See docs/NUMERICS.md, "Linear layers with fp8 or fp4 weights".
 #pragma once
 #include <cstdint>
 #include "numeric.hpp"
+#include "quant.hpp"
 
 namespace ds41 {
 
@@ -44,29 +51,71 @@ DS41_HD float dot_bf16(const float* x, const uint16_t* w, int K) {
   return acc;
 }
 
+/// act_quant's scale of one block of a Linear input (block 32, ue8m0):
+/// s = 2^ceil(log2(max(amax, 1e-4) · f32(1/448))). A block holding an inf or NaN gets NaN: the
+/// reference then turns every output of the row into NaN (inf/inf or the NaN itself becomes a NaN
+/// code, and NaN·w is NaN even for w = 0), and a NaN scale does the same here through (part·s).
+DS41_HD float act_quant_scale(const float* x, int n) {
+  float amax = 1e-4f;
+  bool finite = true;
+  for (int i = 0; i < n; ++i) {
+    const float a = fabsf(x[i]);
+    finite = finite && a <= 3.40282347e38f;  // false for inf and NaN
+    amax = fmaxf(amax, a);
+  }
+  return finite ? pow2_ceil(amax * (1.0f / 448.0f)) : bits_f32(0x7FC00000u);
+}
+/// act_quant's e4m3 value of x under the block scale s (x/s is exact: s is a power of two).
+DS41_HD float act_quant_value(float x, float s) { return e4m3_round(fminf(fmaxf(x / s, -kE4m3Max), kE4m3Max)); }
+/// act_quant of one input row: q[k] (e4m3 values as floats) and scale[kb] per 32 (the last block
+/// may be short).
+DS41_HD void act_quant_row(const float* x, int K, float* q, float* scale) {
+  for (int kb = 0; kb < K; kb += 32) {
+    const int n = K - kb < 32 ? K - kb : 32;
+    const float s = act_quant_scale(x + kb, n);
+    scale[kb / 32] = s;
+    for (int k = 0; k < n; ++k) q[kb + k] = act_quant_value(x[kb + k], s);
+  }
+}
+
+/// One 32-column block's contribution to a block-scaled Linear: acc + (part·s_x)·s_w, in the
+/// reference's order (left to right; every operation rounded on its own).
+DS41_HD float add_block(float acc, float part, float s_x, float s_w) { return acc + part * s_x * s_w; }
+
+/// The input row of a block-scaled Linear: raw x (`scale == nullptr`: quantised on the fly here,
+/// the oracle form) or act_quant's q and scales (what the fast paths prepare once per row).
+struct LinearInput {
+  const float* x = nullptr;
+  const float* scale = nullptr;
+  DS41_HD float block_scale(int kb, int ke) const { return scale ? scale[kb / 32] : act_quant_scale(x + kb, ke - kb); }
+  DS41_HD float q(int k, float s) const { return scale ? x[k] : act_quant_value(x[k], s); }
+};
+
 /// Row n of an fp8 32x32-block matrix: codes [N, K], scales [ceil(N/32), ceil(K/32)].
-DS41_HD float dot_fp8_block32(const float* x, const uint8_t* codes_row, const float* scale_row, int K) {
+DS41_HD float dot_fp8_block32(LinearInput in, const uint8_t* codes_row, const float* scale_row, int K) {
   float acc = 0.0f;
   for (int kb = 0; kb < K; kb += 32) {
+    const int ke = kb + 32 < K ? kb + 32 : K;
+    const float sx = in.block_scale(kb, ke);
     float part = 0.0f;
-    int ke = kb + 32 < K ? kb + 32 : K;
-    for (int k = kb; k < ke; ++k) part += x[k] * e4m3_decode(codes_row[k]);
-    acc += part * scale_row[kb / 32];
+    for (int k = kb; k < ke; ++k) part += in.q(k, sx) * e4m3_decode(codes_row[k]);
+    acc = add_block(acc, part, sx, scale_row[kb / 32]);
   }
   return acc;
 }
 
 /// Row n of an fp4 matrix: packed codes [N, K/2], scales [N, K/32].
-DS41_HD float dot_fp4_block32(const float* x, const uint8_t* packed_row, const float* scale_row, int K) {
+DS41_HD float dot_fp4_block32(LinearInput in, const uint8_t* packed_row, const float* scale_row, int K) {
   float acc = 0.0f;
   for (int kb = 0; kb < K; kb += 32) {
+    const int ke = kb + 32 < K ? kb + 32 : K;
+    const float sx = in.block_scale(kb, ke);
     float part = 0.0f;
-    int ke = kb + 32 < K ? kb + 32 : K;
     for (int k = kb; k < ke; ++k) {
       uint8_t byte = packed_row[k / 2];
-      part += x[k] * e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF));
+      part += in.q(k, sx) * e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF));
     }
-    acc += part * scale_row[kb / 32];
+    acc = add_block(acc, part, sx, scale_row[kb / 32]);
   }
   return acc;
 }
@@ -119,19 +168,22 @@ struct MatrixView {
   bool host_scaled_decode = false;  // host panels, fp8: set by host_panels::pack when the codes and
                                     // scales suit the host's scaled-domain decoder (host_gemv_scaled.hpp)
 
-  DS41_HD float dot(const float* x, int n) const {
-    if (layout == WeightLayout::kPanels8) return panel_dot(x, n);
+  /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
+  /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds
+  /// its q values (fp8/fp4 only).
+  DS41_HD float dot(const float* x, int n, const float* x_scale = nullptr) const {
+    if (layout == WeightLayout::kPanels8) return panel_dot(LinearInput{x, x_scale}, n);
     switch (format) {
       case WeightFormat::kF32: return dot_f32(x, static_cast<const float*>(data) + static_cast<long>(n) * cols, cols);
       case WeightFormat::kBF16:
         return dot_bf16(x, static_cast<const uint16_t*>(data) + static_cast<long>(n) * cols, cols);
       case WeightFormat::kFp8Block32: {
         int kblocks = (cols + 31) / 32;
-        return dot_fp8_block32(x, static_cast<const uint8_t*>(data) + static_cast<long>(n) * cols,
+        return dot_fp8_block32(LinearInput{x, x_scale}, static_cast<const uint8_t*>(data) + static_cast<long>(n) * cols,
                                scales + static_cast<long>(n / 32) * kblocks, cols);
       }
       case WeightFormat::kFp4Block32:
-        return dot_fp4_block32(x, static_cast<const uint8_t*>(data) + static_cast<long>(n) * (cols / 2),
+        return dot_fp4_block32(LinearInput{x, x_scale}, static_cast<const uint8_t*>(data) + static_cast<long>(n) * (cols / 2),
                                scales + static_cast<long>(n) * ((cols + 31) / 32), cols);
     }
     return 0.0f;
@@ -211,19 +263,20 @@ struct MatrixView {
     return scales[(static_cast<long>(p / kPanelRows) * kblocks + kbi) * kPanelRows + p % kPanelRows];
   }
   /// dot() on the panel layout: the same products and sums in the same order as dot_f32,
-  /// dot_bf16, dot_fp8_block32 and dot_fp4_block32.
-  DS41_HD float panel_dot(const float* x, int n) const {
+  /// dot_bf16, dot_fp8_block32 and dot_fp4_block32 (`in.x` alone for f32/bf16).
+  DS41_HD float panel_dot(LinearInput in, int n) const {
     const int p = row0 + n;
     float acc = 0.0f;
     if (!block_scaled()) {
-      for (int k = 0; k < cols; ++k) acc += x[k] * panel_value(p, k);
+      for (int k = 0; k < cols; ++k) acc += in.x[k] * panel_value(p, k);
       return acc;
     }
     for (int kb = 0; kb < cols; kb += 32) {
+      const int ke = kb + 32 < cols ? kb + 32 : cols;
+      const float sx = in.block_scale(kb, ke);
       float part = 0.0f;
-      int ke = kb + 32 < cols ? kb + 32 : cols;
-      for (int k = kb; k < ke; ++k) part += x[k] * panel_value(p, k);
-      acc += part * panel_scale(p, kb / 32);
+      for (int k = kb; k < ke; ++k) part += in.q(k, sx) * panel_value(p, k);
+      acc = add_block(acc, part, sx, panel_scale(p, kb / 32));
     }
     return acc;
   }

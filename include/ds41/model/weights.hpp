@@ -54,14 +54,9 @@ struct HostTensor {
       default: {
         DS41_CHECK(shape.size() == 2, "tensor of format ", format_name(format), " with shape ",
                    shape_str({shape.begin(), shape.end()}), " cannot be read as f32");
-        MatrixView v = view();
-        std::vector<float> e(shape[1], 0.0f);
+        MatrixView v = view();  // each weight times its block scale
         for (long n = 0; n < shape[0]; ++n)
-          for (long k = 0; k < shape[1]; ++k) {
-            e[k] = 1.0f;
-            out[n * shape[1] + k] = v.dot(e.data(), static_cast<int>(n));
-            e[k] = 0.0f;
-          }
+          for (long k = 0; k < shape[1]; ++k) out[n * shape[1] + k] = v.at(static_cast<int>(n), static_cast<int>(k));
       }
     }
     return out;
