@@ -378,6 +378,50 @@ TEST_CASE("host linear: HostBackend::linear is the fast path") {
   for (int n = 0; n < 100; ++n) CHECK(same_bits(y[n], bf16_round(t.view().dot(x.data(), n))));
 }
 
+TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits; non-finite rows give NaN outputs") {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  const int K = 32 * 40 + 13;  // a short tail block too
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> x(K);
+    for (auto& v : x) v = bf16_round(gauss(rng) * std::ldexp(1.0f, exponent(rng) / 4));
+    // edges: zeros of both signs, values on e4m3 rounding ties and in its subnormal range, an
+    // all-tiny block (amax clamped to 1e-4), a block of huge values
+    x[3] = -0.0f, x[4] = 0.0f;
+    for (int k = 32; k < 64; ++k) x[k] = (k % 2 ? -1.0f : 1.0f) * 1e-7f * static_cast<float>(k);
+    x[64] = 448.0f, x[65] = 0x1.3p-8f, x[66] = -0x1.1p0f, x[67] = 0x1.08p-6f;  // ties after scaling by 2^0
+    for (int k = 96; k < 128; ++k) x[k] = 0x1p100f * gauss(rng);
+    std::vector<float> q1(K), q2(K), s1(41), s2(41);
+    act_quant_row(x.data(), K, q1.data(), s1.data());
+    host_gemv::act_quant_row_fast(x.data(), K, q2.data(), s2.data());
+    long bad = 0;
+    for (int k = 0; k < K; ++k) bad += !same_bits(q1[k], q2[k]);
+    for (int b = 0; b < 41; ++b) bad += !same_bits(s1[b], s2[b]);
+    CHECK(bad == 0);
+  }
+  // inf or NaN in the input: every output of that row NaN, on every path (reference: NaN·w)
+  HostThreadPool pool(2);
+  for (WeightFormat f : {WeightFormat::kFp8Block32, WeightFormat::kFp4Block32}) {
+    HostTensor t = random_matrix(f, 72, 160, rng);
+    PanelMatrix p(t);
+    for (float v : {INFINITY, NAN}) {
+      std::vector<float> x(2 * 160);
+      for (auto& e : x) e = bf16_round(gauss(rng));
+      x[160 + 100] = v;  // row 1 only
+      std::vector<float> y(2 * 72);
+      for (const MatrixView& w : {t.view(), p.view}) {
+        host_gemv::linear(x.data(), 2, 160, w, y.data(), 72, OutRound::kBF16, pool);
+        long nan_row0 = 0, nan_row1 = 0;
+        for (int n = 0; n < 72; ++n) nan_row0 += std::isnan(y[n]), nan_row1 += std::isnan(y[72 + n]);
+        CAPTURE(format_name(f));
+        CHECK(nan_row0 == 0);
+        CHECK(nan_row1 == 72);
+      }
+    }
+  }
+}
+
 TEST_CASE("thread pool: every item once, exceptions reach the caller, nested runs inline") {
   HostThreadPool pool(4);
   CHECK(pool.threads() == 4);

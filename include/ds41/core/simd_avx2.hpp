@@ -4,6 +4,8 @@
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace ds41::avx2 {
 
@@ -112,6 +114,57 @@ inline void index_scores8(const float* q, const float* w, const float* const k[8
     }
   }
   _mm256_storeu_ps(out, bf16_round8(total));
+}
+
+/// act_quant of one full 32-value block of a Linear input (linear_math.hpp act_quant_scale and
+/// act_quant_value, 8 lanes at a time, the same bits): q[0..32) and the returned scale. x/s is
+/// taken as x·(1/s), the same real number (s is a power of two, so 1/s is exact) and so the same
+/// rounding. Returns false, writing nothing, for a block holding an inf or NaN (the caller takes
+/// the scalar form).
+inline bool act_quant_block32(const float* x, float* q, float* scale) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 finite_max = _mm256_set1_ps(3.40282347e38f);
+  __m256 v[4], amax = _mm256_set1_ps(1e-4f), bad = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 a = _mm256_and_ps(v[i], abs_mask);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, finite_max, _CMP_NLE_UQ));  // inf, or NaN (unordered)
+    amax = _mm256_max_ps(amax, a);
+  }
+  if (_mm256_movemask_ps(bad)) return false;
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  // pow2_ceil(amax · f32(1/448)): the exponent, plus one when the mantissa is nonzero
+  const float t = _mm_cvtss_f32(m) * (1.0f / 448.0f);
+  uint32_t b;
+  std::memcpy(&b, &t, 4);
+  uint32_t e = (b >> 23) & 0xFFu;
+  if (b & 0x7FFFFFu) e += 1;
+  if (e == 0) e = 1;
+  if (e >= 255) e = 254;
+  const uint32_t sb = e << 23;
+  float s;
+  std::memcpy(&s, &sb, 4);
+  *scale = s;
+  const __m256 inv = _mm256_set1_ps(1.0f / s);
+  const __m256 lim = _mm256_set1_ps(448.0f), nlim = _mm256_set1_ps(-448.0f);
+  const __m256 normal_min = _mm256_set1_ps(0.015625f), grid = _mm256_set1_ps(512.0f), grid_inv = _mm256_set1_ps(1.0f / 512.0f);
+  const __m256i half_m1 = _mm256_set1_epi32(0x7FFFF), keep = _mm256_set1_epi32(static_cast<int>(0xFFF00000u)), one = _mm256_set1_epi32(1);
+  for (int i = 0; i < 4; ++i) {
+    const __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], inv), nlim), lim);
+    const __m256 a = _mm256_and_ps(y, abs_mask);
+    // normal range: keep 3 mantissa bits, ties to even (e4m3_round's bit trick)
+    const __m256i ab = _mm256_castps_si256(a);
+    const __m256i rb = _mm256_and_si256(
+        _mm256_add_epi32(_mm256_add_epi32(ab, half_m1), _mm256_and_si256(_mm256_srli_epi32(ab, 20), one)), keep);
+    const __m256 rn = _mm256_min_ps(_mm256_castsi256_ps(rb), lim);
+    // subnormal grid m·2^-9: a·512 is exact, rounded to the nearest even integer
+    const __m256 rs = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(a, grid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), grid_inv);
+    const __m256 r = _mm256_blendv_ps(rs, rn, _mm256_cmp_ps(a, normal_min, _CMP_GE_OQ));
+    _mm256_storeu_ps(q + 8 * i, _mm256_or_ps(r, _mm256_andnot_ps(abs_mask, y)));  // the sign of y
+  }
+  return true;
 }
 
 }  // namespace ds41::avx2
