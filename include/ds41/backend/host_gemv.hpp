@@ -39,16 +39,6 @@
 
 namespace ds41::host_gemv {
 
-/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference. xs:
-/// null for raw input rows, or act_quant's scales (row stride ceil(K/32)) when x holds its q.
-inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
-                               long y_stride, OutRound round, int n_begin, int n_end) {
-  const long kblocks = (w.cols + 31) / 32;
-  for (long r = 0; r < T; ++r)
-    for (int n = n_begin; n < n_end; ++n)
-      y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n, xs ? xs + r * kblocks : nullptr), round);
-}
-
 /// W[n, k] as the float the reference multiplies x[k] by (before any block scale).
 inline float weight_at(const MatrixView& w, int n, int k) {
   const long row = static_cast<long>(n);
@@ -337,7 +327,7 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
 inline constexpr bool kVectorised = false;
 #endif
 
-/// act_quant_row (linear_math.hpp) with full 32-value blocks 8 lanes at a time: the same bits.
+/// act_quant_row (core/quant.hpp) with full 32-value blocks 8 lanes at a time: the same bits.
 inline void act_quant_row_fast(const float* x, int K, float* q, float* scale) {
   int kb = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)

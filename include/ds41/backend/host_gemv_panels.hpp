@@ -18,6 +18,22 @@
 #include <cstdint>
 #include <utility>
 #include "../core/linear_math.hpp"
+
+namespace ds41::host_gemv {
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference
+/// (MatrixView::dot; any layout). xs: null for raw input rows, or act_quant's scales (row stride
+/// ceil(K/32)) when x holds its q (fp8/fp4).
+inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                               long y_stride, OutRound round, int n_begin, int n_end) {
+  const long kblocks = (w.cols + 31) / 32;
+  for (long r = 0; r < T; ++r)
+    for (int n = n_begin; n < n_end; ++n)
+      y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n, xs ? xs + r * kblocks : nullptr), round);
+}
+
+}  // namespace ds41::host_gemv
+
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 
@@ -252,21 +268,13 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
   }
 }
 
-/// Rows [n_begin, n_end) of the view by the scalar panel dot (rows outside whole panels).
-inline void rows_scalar(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
-                        long y_stride, OutRound round, int n_begin, int n_end) {
-  const long kblocks = (w.cols + kBlockK - 1) / kBlockK;
-  for (long r = 0; r < T; ++r)
-    for (int n = n_begin; n < n_end; ++n)
-      y[r * y_stride + n] = apply_round(w.dot(x + r * x_stride, n, xs ? xs + r * kblocks : nullptr), round);
-}
-
 template <class Columns, bool kScaled>
 void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                       long y_stride, OutRound round, int n_begin, int n_end) {
-  // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar
+  // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar (the
+  // scalar panel dot, rows outside whole panels)
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n);
+  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n);
   auto tile = [&]<int NP>(std::integral_constant<int, NP>) {
     const long p0 = (w.row0 + n) / kPanelRows;
     if (T == 1) gemv_tile<Columns, NP, kScaled>(x, xs, w, p0, y + n, round);
@@ -275,7 +283,7 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
   for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
     tile(std::integral_constant<int, kTilePanels>{});
   for (; n + kPanelRows <= n_end; n += kPanelRows) tile(std::integral_constant<int, 1>{});
-  rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n, n_end);
+  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n, n_end);
 }
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W. fp8/fp4: x holds act_quant's

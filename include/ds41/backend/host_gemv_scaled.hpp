@@ -138,12 +138,12 @@ inline bool usable(const MatrixView& w) {
 inline void gemv_rows(const float* q, const float* x_scale, const float* xs, const MatrixView& w, float* y,
                       OutRound round, int n_begin, int n_end) {
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  panels::rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n_begin, n);
+  linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n_begin, n);
   for (; n + kPanelRows * panels::kTilePanels <= n_end; n += kPanelRows * panels::kTilePanels)
     gemv_tile<panels::kTilePanels>(xs, x_scale, w, (w.row0 + n) / kPanelRows, y + n, round);
   for (; n + kPanelRows <= n_end; n += kPanelRows)
     gemv_tile<1>(xs, x_scale, w, (w.row0 + n) / kPanelRows, y + n, round);
-  panels::rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n, n_end);
+  linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n, n_end);
 }
 
 }  // namespace ds41::host_gemv::scaled

@@ -51,33 +51,6 @@ DS41_HD float dot_bf16(const float* x, const uint16_t* w, int K) {
   return acc;
 }
 
-/// act_quant's scale of one block of a Linear input (block 32, ue8m0):
-/// s = 2^ceil(log2(max(amax, 1e-4) · f32(1/448))). A block holding an inf or NaN gets NaN: the
-/// reference then turns every output of the row into NaN (inf/inf or the NaN itself becomes a NaN
-/// code, and NaN·w is NaN even for w = 0), and a NaN scale does the same here through (part·s).
-DS41_HD float act_quant_scale(const float* x, int n) {
-  float amax = 1e-4f;
-  bool finite = true;
-  for (int i = 0; i < n; ++i) {
-    const float a = fabsf(x[i]);
-    finite = finite && a <= 3.40282347e38f;  // false for inf and NaN
-    amax = fmaxf(amax, a);
-  }
-  return finite ? pow2_ceil(amax * (1.0f / 448.0f)) : bits_f32(0x7FC00000u);
-}
-/// act_quant's e4m3 value of x under the block scale s (x/s is exact: s is a power of two).
-DS41_HD float act_quant_value(float x, float s) { return e4m3_round(fminf(fmaxf(x / s, -kE4m3Max), kE4m3Max)); }
-/// act_quant of one input row: q[k] (e4m3 values as floats) and scale[kb] per 32 (the last block
-/// may be short).
-DS41_HD void act_quant_row(const float* x, int K, float* q, float* scale) {
-  for (int kb = 0; kb < K; kb += 32) {
-    const int n = K - kb < 32 ? K - kb : 32;
-    const float s = act_quant_scale(x + kb, n);
-    scale[kb / 32] = s;
-    for (int k = 0; k < n; ++k) q[kb + k] = act_quant_value(x[kb + k], s);
-  }
-}
-
 /// One 32-column block's contribution to a block-scaled Linear: acc + (part·s_x)·s_w, in the
 /// reference's order (left to right; every operation rounded on its own).
 DS41_HD float add_block(float acc, float part, float s_x, float s_w) { return acc + part * s_x * s_w; }

@@ -22,11 +22,37 @@ DS41_HD float block_amax(const float* x, int n, float floor_value) {
 DS41_HD float fp8_pow2_scale(const float* x, int n) {
   return pow2_ceil(block_amax(x, n, 1e-4f) * (1.0f / 448.0f));
 }
+/// e4m3(clamp(x/s, ±448)): the code value x takes under the block scale s (x/s is exact: s is a
+/// power of two).
+DS41_HD float fp8_pow2_value(float x, float s) { return e4m3_round(fminf(fmaxf(x / s, -kE4m3Max), kE4m3Max)); }
 DS41_HD void fp8_pow2_roundtrip(float* x, int n) {
   float s = fp8_pow2_scale(x, n);
-  for (int i = 0; i < n; ++i) {
-    float q = e4m3_round(fminf(fmaxf(x[i] / s, -kE4m3Max), kE4m3Max));
-    x[i] = bf16_round(q * s);
+  for (int i = 0; i < n; ++i) x[i] = bf16_round(fp8_pow2_value(x[i], s) * s);
+}
+
+// ---------------------------------------------------------------- Linear inputs (act_quant)
+// Before a Linear with fp8 or fp4 weights the reference quantises the input row without the
+// round trip back (act_quant(x, 32, "ue8m0"), model.py linear()): the GEMM reads q and s.
+
+/// act_quant's scale of one block of a Linear input: fp8_pow2_scale, except that a block holding
+/// an inf or NaN gets NaN. The reference then turns every output of the row into NaN (inf/inf or
+/// the NaN itself becomes a NaN code, and NaN·w is NaN even for w = 0); a NaN scale does the same
+/// through (part·s).
+DS41_HD float act_quant_scale(const float* x, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!(fabsf(x[i]) <= 3.40282347e38f)) return bits_f32(0x7FC00000u);  // inf or NaN
+  return fp8_pow2_scale(x, n);
+}
+/// act_quant's e4m3 value of x under the block scale s.
+DS41_HD float act_quant_value(float x, float s) { return fp8_pow2_value(x, s); }
+/// act_quant of one input row: q[k] (e4m3 values as floats) and scale[kb] per 32 (the last block
+/// may be short).
+DS41_HD void act_quant_row(const float* x, int K, float* q, float* scale) {
+  for (int kb = 0; kb < K; kb += kFp8Block) {
+    const int n = K - kb < kFp8Block ? K - kb : kFp8Block;
+    const float s = act_quant_scale(x + kb, n);
+    scale[kb / kFp8Block] = s;
+    for (int k = 0; k < n; ++k) q[kb + k] = act_quant_value(x[kb + k], s);
   }
 }
 

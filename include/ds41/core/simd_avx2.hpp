@@ -4,8 +4,7 @@
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include <cmath>
-#include <cstdint>
-#include <cstring>
+#include "numeric.hpp"
 
 namespace ds41::avx2 {
 
@@ -116,8 +115,8 @@ inline void index_scores8(const float* q, const float* w, const float* const k[8
   _mm256_storeu_ps(out, bf16_round8(total));
 }
 
-/// act_quant of one full 32-value block of a Linear input (linear_math.hpp act_quant_scale and
-/// act_quant_value, 8 lanes at a time, the same bits): q[0..32) and the returned scale. x/s is
+/// act_quant of one full 32-value block of a Linear input (quant.hpp act_quant_scale and
+/// act_quant_value, 8 lanes at a time, the same bits; the rounding is e4m3_round's in vector form): q[0..32) and the returned scale. x/s is
 /// taken as x·(1/s), the same real number (s is a power of two, so 1/s is exact) and so the same
 /// rounding. Returns false, writing nothing, for a block holding an inf or NaN (the caller takes
 /// the scalar form).
@@ -135,17 +134,7 @@ inline bool act_quant_block32(const float* x, float* q, float* scale) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  // pow2_ceil(amax · f32(1/448)): the exponent, plus one when the mantissa is nonzero
-  const float t = _mm_cvtss_f32(m) * (1.0f / 448.0f);
-  uint32_t b;
-  std::memcpy(&b, &t, 4);
-  uint32_t e = (b >> 23) & 0xFFu;
-  if (b & 0x7FFFFFu) e += 1;
-  if (e == 0) e = 1;
-  if (e >= 255) e = 254;
-  const uint32_t sb = e << 23;
-  float s;
-  std::memcpy(&s, &sb, 4);
+  const float s = pow2_ceil(_mm_cvtss_f32(m) * (1.0f / 448.0f));  // fp8_pow2_scale on the block's amax
   *scale = s;
   const __m256 inv = _mm256_set1_ps(1.0f / s);
   const __m256 lim = _mm256_set1_ps(448.0f), nlim = _mm256_set1_ps(-448.0f);
