@@ -422,6 +422,68 @@ TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits
   }
 }
 
+#if defined(__AVX2__)
+TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float path elsewhere, same bits") {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  HostThreadPool pool(2);
+  const int K = 32 * 12 + 16;  // 12 full blocks and a tail
+  HostTensor t = random_matrix(WeightFormat::kFp4Block32, 130, K, rng);
+  PanelMatrix p(t);
+  long integer_blocks = 0, float_blocks = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<float> x(K);
+    for (auto& v : x) v = bf16_round(gauss(rng) * (trial % 3 == 0 ? 1e3f : 1.0f));
+    if (trial % 2) {  // blocks a float sum could round: one value far below its block's largest
+      x[32 * (trial % 12) + 5] = 1e-3f * x[32 * (trial % 12) + 6];
+      x[40] = -0.0f;
+    }
+    std::vector<float> q(K), qs((K + 31) / 32);
+    act_quant_row(x.data(), K, q.data(), qs.data());
+    HostBuffer<uint32_t> words;
+    HostBuffer<float> units;
+    const host_gemv::fp4int::Planes planes = host_gemv::fp4int::prepare(q.data(), K, words, units);
+    for (int b = 0; b < 12; ++b) (planes.block_unit[b] != 0.0f ? integer_blocks : float_blocks) += 1;
+    CHECK(planes.block_unit[12] == 0.0f);  // the tail block is never summed in integers
+    CAPTURE(trial);
+    CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+  }
+  CHECK(integer_blocks > 500);  // most blocks of normal activations qualify...
+  CHECK(float_blocks > 0);      // ...and the exactness test turns some away
+  // a block that fails the test, summed in integers anyway, would differ from the float sum: the
+  // test is what keeps the bits (sum of |xi| far over 2^24 units with odd low bits)
+  std::vector<float> x(K, 0.0f);
+  for (int k = 0; k < 32; ++k) x[k] = 448.0f * (k % 2 ? 1 : -1);
+  x[7] = 0x1p-9f * 3;  // odd, tiny
+  std::vector<float> q(K), qs((K + 31) / 32);
+  act_quant_row(x.data(), K, q.data(), qs.data());
+  HostBuffer<uint32_t> words;
+  HostBuffer<float> units;
+  CHECK(host_gemv::fp4int::prepare(q.data(), K, words, units).block_unit[0] == 0.0f);
+  CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+  // the sum bound alone: every xi fits two byte planes (t = 2) but Σ xi'·12 > 2^24. Row 0's K-order
+  // float sum reaches 67200 (ulp 2^-7), rounds the product 11/256 there, then falls to 51072
+  // (ulp 2^-8), where the integer sum would have kept the bit
+  HostTensor e;
+  e.shape = {8, 32};
+  e.format = WeightFormat::kFp4Block32;
+  e.payload.assign(8 * 16, 0);
+  e.scales.assign(8, 1.0f);
+  for (int k = 0; k < 32; ++k) {
+    const uint8_t code = k < 25 ? 7 : k == 25 ? 1 : 15;  // +6 ... +0.5, then -6
+    e.payload[k / 2] |= static_cast<uint8_t>(k % 2 ? code << 4 : code);
+  }
+  PanelMatrix ep(e);
+  std::vector<float> xe(32, 448.0f);
+  xe[25] = 11.0f / 128.0f;
+  std::vector<float> qe(32), qse(1);
+  act_quant_row(xe.data(), 32, qe.data(), qse.data());
+  CHECK(host_gemv::fp4int::prepare(qe.data(), 32, words, units).block_unit[0] == 0.0f);
+  CHECK(e.view().dot(xe.data(), 0) == 51072.046875f);  // the float order's rounding, not 51072.04296875
+  CHECK(compare_panel_gemv(e, ep.view, xe, pool) == 0);
+}
+#endif
+
 TEST_CASE("thread pool: every item once, exceptions reach the caller, nested runs inline") {
   HostThreadPool pool(4);
   CHECK(pool.threads() == 4);

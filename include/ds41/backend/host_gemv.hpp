@@ -30,6 +30,7 @@
 #include "../core/linear_math.hpp"
 #include "../core/simd_avx2.hpp"
 #include "host_buffer.hpp"
+#include "host_gemv_fp4int.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_scaled.hpp"
 #include "host_threads.hpp"
@@ -345,6 +346,8 @@ struct PreparedInput {
   const float* x_scale = nullptr;  // act_quant scales, row stride ceil(K/32); x then holds q
   const float* fp4_products = nullptr;
   const float* scaled_x = nullptr;
+  const uint32_t* fp4_plane_words = nullptr;  // fp4 panels: fp4int::prepare's byte planes
+  const float* fp4_block_units = nullptr;     // and per-block units
 };
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
@@ -358,6 +361,9 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
   if (xs || !block_scaled(w.format)) {
     if (T == 1 && prepared.scaled_x && scaled::usable(w))
       return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
+    if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w))
+      return fp4int::gemv_rows(x, xs, fp4int::Planes{prepared.fp4_plane_words, prepared.fp4_block_units}, w, y, round,
+                               n_begin, n_end);
     if (w.layout == WeightLayout::kPanels8)
       return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     switch (w.format) {
@@ -407,7 +413,13 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     prepared.x_scale = quant_scales.data();
   }
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  thread_local HostBuffer<float> fp4_table, scaled_x;
+  thread_local HostBuffer<float> fp4_table, scaled_x, fp4_units;
+  thread_local HostBuffer<uint32_t> fp4_words;
+  if (T == 1 && fp4int::usable(w)) {
+    const fp4int::Planes planes = fp4int::prepare(x, w.cols, fp4_words, fp4_units);
+    prepared.fp4_plane_words = planes.group;
+    prepared.fp4_block_units = planes.block_unit;
+  }
   if (T == 1 && w.format == WeightFormat::kFp4Block32 && w.layout == WeightLayout::kRowMajor) {
     avx2::fp4_products(x, w.cols, fp4_table);
     prepared.fp4_products = fp4_table.data();
