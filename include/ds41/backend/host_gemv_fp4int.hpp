@@ -143,13 +143,10 @@ inline bool usable(const MatrixView& w) { return w.format == WeightFormat::kFp4B
 /// Rows [n_begin, n_end) of y = round(q · Wᵀ) for one input row (act_quant's q and scales).
 inline void gemv_rows(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, float* y,
                       OutRound round, int n_begin, int n_end) {
-  int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n_begin, n);
-  for (; n + kPanelRows * panels::kTilePanels <= n_end; n += kPanelRows * panels::kTilePanels)
-    gemv_tile<panels::kTilePanels>(q, x_scale, planes, w, (w.row0 + n) / kPanelRows, y + n, round);
-  for (; n + kPanelRows <= n_end; n += kPanelRows)
-    gemv_tile<1>(q, x_scale, planes, w, (w.row0 + n) / kPanelRows, y + n, round);
-  linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, n, n_end);
+  panels::walk_panel_rows(
+      w, n_begin, n_end,
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) { gemv_tile<NP>(q, x_scale, planes, w, p0, y + n, round); },
+      [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
 }  // namespace ds41::host_gemv::fp4int

@@ -16,6 +16,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include "../core/linear_math.hpp"
 
@@ -268,22 +269,31 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
   }
 }
 
+/// Walks rows [n_begin, n_end) of a panel view: whole panels as tile(NP, n, p0) (n the first
+/// row, p0 its panel; kTilePanels panels at a time, then single ones), the rest as scalar(from,
+/// to). A row_slice may start inside a panel: its rows up to the next panel boundary, and rows
+/// after the last whole panel, go scalar.
+template <class Tile, class Scalar>
+inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& tile, Scalar&& scalar) {
+  int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
+  scalar(n_begin, n);
+  for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
+    tile(std::integral_constant<int, kTilePanels>{}, n, static_cast<long>((w.row0 + n) / kPanelRows));
+  for (; n + kPanelRows <= n_end; n += kPanelRows)
+    tile(std::integral_constant<int, 1>{}, n, static_cast<long>((w.row0 + n) / kPanelRows));
+  scalar(n, n_end);
+}
+
 template <class Columns, bool kScaled>
 void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                       long y_stride, OutRound round, int n_begin, int n_end) {
-  // a row_slice may start inside a panel: its rows up to the next panel boundary go scalar (the
-  // scalar panel dot, rows outside whole panels)
-  int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
-  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n);
-  auto tile = [&]<int NP>(std::integral_constant<int, NP>) {
-    const long p0 = (w.row0 + n) / kPanelRows;
-    if (T == 1) gemv_tile<Columns, NP, kScaled>(x, xs, w, p0, y + n, round);
-    else linear_tile<Columns, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
-  };
-  for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
-    tile(std::integral_constant<int, kTilePanels>{});
-  for (; n + kPanelRows <= n_end; n += kPanelRows) tile(std::integral_constant<int, 1>{});
-  linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, n, n_end);
+  walk_panel_rows(
+      w, n_begin, n_end,
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
+        if (T == 1) gemv_tile<Columns, NP, kScaled>(x, xs, w, p0, y + n, round);
+        else linear_tile<Columns, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+      },
+      [&](int from, int to) { linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, from, to); });
 }
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for a panel-layout W. fp8/fp4: x holds act_quant's
