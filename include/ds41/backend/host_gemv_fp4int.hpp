@@ -88,8 +88,7 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   const __m256i w2 = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
                                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256i a0[NI], a1[NI];
-  for (int v = 0; v < NI; ++v) a0[v] = a1[v] = _mm256_setzero_si256();
+  for (int v = 0; v < NI; ++v) sum[v] = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {  // two groups per 16-bit run: |lane| <= 2 groups x 2 x 2·255·12 < 2^15
     __m256i s0[NI], s1[NI];
     for (int v = 0; v < NI; ++v) s0[v] = s1[v] = _mm256_setzero_si256();
@@ -108,12 +107,10 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
         s1[v] = _mm256_add_epi16(s1[v], _mm256_add_epi16(_mm256_maddubs_epi16(x2, wl), _mm256_maddubs_epi16(x3, wh)));
       }
     }
-    for (int v = 0; v < NI; ++v) {
-      a0[v] = _mm256_add_epi32(a0[v], _mm256_madd_epi16(s0[v], ones));
-      a1[v] = _mm256_add_epi32(a1[v], _mm256_madd_epi16(s1[v], ones));
-    }
+    for (int v = 0; v < NI; ++v)  // plane 0 + 256 · plane 1, in int32
+      sum[v] = _mm256_add_epi32(sum[v], _mm256_add_epi32(_mm256_madd_epi16(s0[v], ones),
+                                                         _mm256_slli_epi32(_mm256_madd_epi16(s1[v], ones), 8)));
   }
-  for (int v = 0; v < NI; ++v) sum[v] = _mm256_add_epi32(a0[v], _mm256_slli_epi32(a1[v], 8));
 }
 
 /// Decode GEMV of panels [p0, p0 + NP): q and its block scales x_scale (act_quant), planes from
