@@ -115,10 +115,10 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
 
 /// Decode GEMV of panels [p0, p0 + NP): q and its block scales x_scale (act_quant), planes from
 /// prepare(q). Blocks without a unit take the float path (panels::add_groups, the same sums as
-/// panels::gemv_tile).
+/// panels::gemv_tile). The `ahead` panels after the tile are prefetched.
 template <int NP>
-void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, long p0, float* y,
-               OutRound round) {
+void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, long p0, int ahead,
+               float* y, OutRound round) {
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K);
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
@@ -127,6 +127,10 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
     __m256 part[NP];
+    for (int v = 0; v < ahead; ++v) {  // the next tile's codes (128 bytes) and scales (8 floats) of this block
+      panels::prefetch_l2(panel0 + (NP + v) * pb + kb / 2 * kPanelRows, 128);
+      panels::prefetch_l2(w.scales + ((p0 + NP + v) * ((K + 31) / 32) + bi) * kPanelRows, 32);
+    }
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {
       const __m256 u = _mm256_set1_ps(unit);
@@ -154,7 +158,9 @@ inline void gemv_rows(const float* q, const float* x_scale, const Planes& planes
                       OutRound round, int n_begin, int n_end) {
   panels::walk_panel_rows(
       w, n_begin, n_end,
-      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) { gemv_tile<NP>(q, x_scale, planes, w, p0, y + n, round); },
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
+        gemv_tile<NP>(q, x_scale, planes, w, p0, panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols)), y + n, round);
+      },
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 

@@ -284,6 +284,23 @@ inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& 
   scalar(n, n_end);
 }
 
+/// How many of the NP panels after a decode tile at row n (panels of pb bytes) the tile should
+/// prefetch: those a walk ending at n_end still owns (past n_end they are another thread's, or not
+/// the view's), and none when a tile exceeds 64 KiB: a tile ahead would then not stay in L2 until
+/// used, and streams that long the hardware prefetcher follows by itself.
+inline int panels_to_prefetch(int n, int NP, int n_end, long pb) {
+  if (NP * pb > (64L << 10)) return 0;
+  return std::clamp((n_end - n - NP * kPanelRows) / kPanelRows, 0, NP);
+}
+
+/// Asks for `bytes` from p in L2, a tile ahead of its use. Why: a panel is a short stream (8 rows
+/// x K bytes, 5 KiB for a 1280-column fp4 matrix), and the hardware prefetcher, which learns each
+/// stream anew, then leaves the start of every panel to demand misses; one core reading a
+/// 32768 x 1280 fp8 or fp4 matrix went from ~9.5 to ~12 GB/s with this.
+inline void prefetch_l2(const void* p, int bytes) {
+  for (int b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T1);
+}
+
 template <class Columns, bool kScaled>
 void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                       long y_stride, OutRound round, int n_begin, int n_end) {

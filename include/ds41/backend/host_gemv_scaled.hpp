@@ -118,9 +118,10 @@ inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const in
 /// Decode GEMV of panels [p0, p0 + NP) from the scaled input xs (act_quant's q·2^60) and the
 /// input's block scales x_scale into y[0 .. 8·NP), summing each row in the reference's order
 /// (dot_fp8_block32: per-32 partial sums in K order, then acc + (part·s_x)·s_w). Padding past K
-/// is never added (a +0 could turn -0 into +0).
+/// is never added (a +0 could turn -0 into +0). The `ahead` panels after the tile are prefetched.
 template <int NP>
-void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long p0, float* y, OutRound round) {
+void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long p0, int ahead, float* y,
+               OutRound round) {
   constexpr int g = 4;  // K positions per 32-byte panel group
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K);
@@ -138,6 +139,7 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
   for (; kb + 2 * panels::kBlockK <= whole; kb += 2 * panels::kBlockK) {
     __m256 part[2][NP];
     for (int v = 0; v < NP; ++v) part[0][v] = part[1][v] = _mm256_setzero_ps();
+    for (int v = 0; v < ahead; ++v) panels::prefetch_l2(panel0 + (NP + v) * pb + kb * 8, 2 * panels::kBlockK * 8);
     add_blocks<2, NP>(xs, panel0, pb, {kb / g, kb / g + panels::kBlockK / g}, part);
     finish_block(kb, part[0]);
     finish_block(kb + panels::kBlockK, part[1]);
@@ -174,7 +176,9 @@ inline void gemv_rows(const float* q, const float* x_scale, const float* xs, con
                       OutRound round, int n_begin, int n_end) {
   panels::walk_panel_rows(
       w, n_begin, n_end,
-      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) { gemv_tile<NP>(xs, x_scale, w, p0, y + n, round); },
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
+        gemv_tile<NP>(xs, x_scale, w, p0, panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols)), y + n, round);
+      },
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
