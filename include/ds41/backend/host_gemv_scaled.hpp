@@ -4,10 +4,11 @@
 // Why: the table decoder (host_gemv_panels.hpp: Fp8Columns) spends ~13 shuffle-unit operations
 // per 32 codes on byte-table lookups and widening unpacks, and on this CPU family the shuffle
 // units, not memory, bound the GEMV (llvm-mca, Zen 3: ~34 cycles per 128 weights). Here a
-// column of 8 rows costs 3 integer operations and one fused multiply-add (decode_column; the FMA
-// is exact here, see below), spread over all four vector pipes, with two 32-column blocks in
-// flight so that 8 independent sums hide the FMA latency. Measured, one core, in cache, through
-// host_gemv::linear: table decoder 10.7, scaled with multiply + add 12, this ~16 Gweights/s.
+// pair of columns of 8 rows costs 5 integer operations and two fused multiply-adds
+// (decode_column_pair; the FMA is exact here, see below), spread over all four vector pipes, with
+// two 32-column blocks in flight so that 8 independent sums hide the FMA latency. Measured, one
+// core, in cache, through host_gemv::linear: table decoder 10.7, scaled with multiply + add 12,
+// this ~17 Gweights/s.
 // The 2^-120 is paid back without a multiply per weight: x is pre-scaled (x' = x·2^60), so
 // x'·w' = x·w·2^-60, and each block's partial sum is scaled back by 2^60 (part'·2^60 = part,
 // exactly) before the reference's (part·s_x)·s_w. Every rounding is the reference's, because
@@ -86,13 +87,43 @@ inline __m256i column0_control() {
                           z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3);
 }
 
-/// The 8 rows of one panel for column j of a 32-byte group `codes` (control: column0_control()
-/// + 4j per byte): w' = w·2^-120 as floats. vpshufb puts row i's code in the top byte of lane i,
-/// vpmulhw by 2^12 (an integer-multiply unit, off the shuffle units) shifts it right by 4 with its
-/// sign copied, the AND keeps sign | c[6:0] << 20.
-inline __m256 decode_column(__m256i codes, __m256i control) {
-  const __m256i shifted = _mm256_mulhi_epi16(_mm256_shuffle_epi8(codes, control), _mm256_set1_epi16(1 << 12));
+/// vpmulhw by 2^12 (an integer-multiply unit, off the shuffle units): each 16-bit half of a lane
+/// shifted right by 4 with its sign copied, so a code c placed in the half's top byte becomes
+/// sign | c[6:0] << 4 below three more sign copies.
+inline __m256i shift_codes(__m256i placed) { return _mm256_mulhi_epi16(placed, _mm256_set1_epi16(1 << 12)); }
+
+/// The float w' = w·2^-120 from a lane whose top half holds a shifted code: sign | c[6:0] << 20.
+inline __m256 keep_weight(__m256i shifted) {
   return _mm256_castsi256_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
+}
+
+/// The 8 rows of one panel for column j of a 32-byte group `codes` (control: column0_control()
+/// + 4j per byte), as w'.
+inline __m256 decode_column(__m256i codes, __m256i control) {
+  return keep_weight(shift_codes(_mm256_shuffle_epi8(codes, control)));
+}
+
+/// vpshufb control for columns j and j + 1 of a group (j even): in each 128-bit half, lane d gets
+/// row d's code for column j in its top byte and for column j + 1 in byte 1, zeros in bytes 0 and 2.
+inline __m256i column_pair_control(int j) {
+  alignas(32) int8_t c[32];
+  for (int h = 0; h < 2; ++h)
+    for (int d = 0; d < 4; ++d) {
+      int8_t* lane = c + 16 * h + 4 * d;
+      lane[0] = lane[2] = static_cast<int8_t>(0x80);
+      lane[1] = static_cast<int8_t>(4 * (j + 1) + d);
+      lane[3] = static_cast<int8_t>(4 * j + d);
+    }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(c));
+}
+
+/// Columns j and j + 1 as w', with one shuffle and one shift for both: the lane's top half
+/// gives column j, its bottom half, moved up, column j + 1 (5 operations per 2 columns, not 6:
+/// one core, in cache, +12%).
+inline void decode_column_pair(__m256i codes, __m256i control, __m256& wj, __m256& wj1) {
+  const __m256i shifted = shift_codes(_mm256_shuffle_epi8(codes, control));
+  wj = keep_weight(shifted);
+  wj1 = keep_weight(_mm256_slli_epi32(shifted, 16));
 }
 
 /// part[b][v] += Σ over the 8 groups from q0[b] (all 4 columns inside K) of panel p0 + v, in K
@@ -101,17 +132,20 @@ inline __m256 decode_column(__m256i codes, __m256i control) {
 /// a row's sum is a chain of dependent adds, and 4 chains of 4-cycle FMAs leave the pipes idle.
 template <int B, int NP>
 inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const int (&q0)[B], __m256 (&part)[B][NP]) {
-  const __m256i c0 = column0_control(), step = _mm256_set1_epi8(4);
-  const __m256i c1 = _mm256_add_epi8(c0, step), c2 = _mm256_add_epi8(c1, step), c3 = _mm256_add_epi8(c2, step);
-  const __m256i control[4] = {c0, c1, c2, c3};
+  const __m256i control[2] = {column_pair_control(0), column_pair_control(2)};
   for (int i = 0; i < panels::kBlockK / 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      __m256 x[B];
-      for (int b = 0; b < B; ++b) x[b] = _mm256_broadcast_ss(xs + 4 * (q0[b] + i) + j);
+    for (int j = 0; j < 4; j += 2) {
+      __m256 x0[B], x1[B];
+      for (int b = 0; b < B; ++b) {
+        x0[b] = _mm256_broadcast_ss(xs + 4 * (q0[b] + i) + j);
+        x1[b] = _mm256_broadcast_ss(xs + 4 * (q0[b] + i) + j + 1);
+      }
       for (int v = 0; v < NP; ++v)
-        for (int b = 0; b < B; ++b)
-          part[b][v] = _mm256_fmadd_ps(x[b], decode_column(panels::load_group(panel0 + v * pb, q0[b] + i), control[j]),
-                                       part[b][v]);
+        for (int b = 0; b < B; ++b) {
+          __m256 wj, wj1;
+          decode_column_pair(panels::load_group(panel0 + v * pb, q0[b] + i), control[j / 2], wj, wj1);
+          part[b][v] = _mm256_fmadd_ps(x1[b], wj1, _mm256_fmadd_ps(x0[b], wj, part[b][v]));
+        }
     }
 }
 
