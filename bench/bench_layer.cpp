@@ -3,7 +3,8 @@
 // window 128, hc 4), dense weights fp8 32x32-block, experts fp4 per-32, as the released model.
 // To fit this machine, a layer holds 32 routed experts instead of 384 (a decode step touches 6 +
 // the shared one either way) and the vocabulary is 8192 (the head is a separate GEMV benchmark).
-// Bytes/s counts the weight bytes one decode step reads (attention, router, active experts).
+// Bytes/s counts the weight bytes one decode step reads (attention, router, active experts, the
+// head).
 #include <benchmark/benchmark.h>
 #include <map>
 #include <mutex>
@@ -15,13 +16,16 @@ using namespace ds41;
 
 namespace {
 
+/// Bytes of an r x k weight matrix in format f: payload and f32 block scales.
+double matrix_bytes(WeightFormat f, double r, double k) {
+  return static_cast<double>(bench::payload_bytes(f, static_cast<long>(r), static_cast<long>(k))) +
+         (f == WeightFormat::kFp4Block32 ? r * ((k + 31) / 32) * 4 : f == WeightFormat::kFp8Block32 ? ((r + 31) / 32) * ((k + 31) / 32) * 4 : 0);
+}
+
 /// Weight bytes one decode step of one layer reads: attention, compressor/indexer, router, the
 /// active routed experts and the shared one.
 double layer_step_bytes(const ModelConfig& c, bool source) {
-  auto mat = [](WeightFormat f, double r, double k) {
-    return static_cast<double>(bench::payload_bytes(f, static_cast<long>(r), static_cast<long>(k))) +
-           (f == WeightFormat::kFp4Block32 ? r * ((k + 31) / 32) * 4 : f == WeightFormat::kFp8Block32 ? ((r + 31) / 32) * ((k + 31) / 32) * 4 : 0);
-  };
+  const auto mat = matrix_bytes;
   const double H = c.n_heads, D = c.head_dim, dim = c.dim, I = c.moe_inter_dim;
   double b = mat(WeightFormat::kFp8Block32, c.q_lora_rank, dim) + mat(WeightFormat::kFp8Block32, H * D, c.q_lora_rank) +
              mat(WeightFormat::kFp8Block32, D, dim) + mat(WeightFormat::kBF16, c.o_groups * c.o_lora_rank, H * D / c.o_groups) +
@@ -57,6 +61,7 @@ void BM_V41DecodeStep(benchmark::State& st) {
   }
   double bytes = 0;
   for (int l = 0; l < layers; ++l) bytes += layer_step_bytes(c, l == 0);
+  bytes += matrix_bytes(WeightFormat::kF32, c.vocab_size, c.dim);  // the head (f32 here), read every step
   bench::set_stream_counters(st, bytes, 2.0 * bytes);  // ~2 FLOP per weight byte at fp8
   st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
   st.SetLabel(std::to_string(layers) + " layer(s), 32 of 384 experts resident, prompt " + std::to_string(prompt));
