@@ -1,4 +1,5 @@
-// ds41/backend/host_buffer.hpp — an owning, 64-byte aligned, zero-initialised host array.
+// ds41/backend/host_buffer.hpp — an owning, zero-initialised host array: 64-byte aligned, and
+// 2 MiB aligned with transparent huge pages requested when it is 2 MiB or larger.
 #pragma once
 #include <cstddef>
 #include <cstdlib>
