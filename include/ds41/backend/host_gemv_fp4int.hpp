@@ -127,9 +127,9 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
     __m256 part[NP];
-    for (int v = 0; v < ahead; ++v) {  // the next tile's codes (128 bytes) and scales (8 floats) of this block
-      panels::prefetch_l2(panel0 + (NP + v) * pb + kb / 2 * kPanelRows, 128);
-      panels::prefetch_l2(w.scales + ((p0 + NP + v) * ((K + 31) / 32) + bi) * kPanelRows, 32);
+    for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
+      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
+      panels::prefetch_l2(panels::block_scales_at(w, p0 + NP + v, bi), kPanelRows * sizeof(float));
     }
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {

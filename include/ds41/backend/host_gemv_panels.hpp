@@ -123,11 +123,17 @@ struct Fp4Columns {
   }
 };
 
-/// The block scales of panel p (8 rows) for the 32-column block kbi: fp8 one per 32 rows, fp4 one per row.
-inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
+/// Where the block scales of panel p (8 rows) for the 32-column block kbi are: fp8 one float for
+/// the panel's 32-row block, fp4 the panel's 8 floats (one per row).
+inline const float* block_scales_at(const MatrixView& w, long p, int kbi) {
   const long kblocks = (w.cols + 31) / 32;
-  if (w.format == WeightFormat::kFp8Block32) return _mm256_broadcast_ss(w.scales + (p * kPanelRows / 32) * kblocks + kbi);
-  return _mm256_loadu_ps(w.scales + (p * kblocks + kbi) * kPanelRows);
+  if (w.format == WeightFormat::kFp8Block32) return w.scales + (p * kPanelRows / 32) * kblocks + kbi;
+  return w.scales + (p * kblocks + kbi) * kPanelRows;
+}
+/// Those scales, one per row's lane.
+inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
+  if (w.format == WeightFormat::kFp8Block32) return _mm256_broadcast_ss(block_scales_at(w, p, kbi));
+  return _mm256_loadu_ps(block_scales_at(w, p, kbi));
 }
 
 /// acc + (part·s_x)·s_w, each operation rounded on its own (add_block in linear_math.hpp).
@@ -141,8 +147,10 @@ inline void store_rounded(__m256 acc, float* y, OutRound round) {
   for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
 }
 
+/// Group q (32 bytes) of a panel.
+inline const uint8_t* group_at(const uint8_t* panel, int q) { return panel + static_cast<long>(q) * 32; }
 inline __m256i load_group(const uint8_t* panel, int q) {
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + static_cast<long>(q) * 32));
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(group_at(panel, q)));
 }
 
 /// Adds x[k]·W[row, k] for the k of groups [q_begin, q_end) below k_end into part[v] (panel

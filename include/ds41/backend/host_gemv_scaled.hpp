@@ -173,7 +173,8 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
   for (; kb + 2 * panels::kBlockK <= whole; kb += 2 * panels::kBlockK) {
     __m256 part[2][NP];
     for (int v = 0; v < NP; ++v) part[0][v] = part[1][v] = _mm256_setzero_ps();
-    for (int v = 0; v < ahead; ++v) panels::prefetch_l2(panel0 + (NP + v) * pb + kb * 8, 2 * panels::kBlockK * 8);
+    for (int v = 0; v < ahead; ++v)  // the next tile's groups of these two blocks
+      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), 2 * panels::kBlockK / g * 32);
     add_blocks<2, NP>(xs, panel0, pb, {kb / g, kb / g + panels::kBlockK / g}, part);
     finish_block(kb, part[0]);
     finish_block(kb + panels::kBlockK, part[1]);
