@@ -129,7 +129,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
     __m256 part[NP];
     for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
-      panels::prefetch_l2(panels::block_scales_at(w, p0 + NP + v, bi), kPanelRows * sizeof(float));
+      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, (K + 31) / 32, p0 + NP + v, bi), kPanelRows * sizeof(float));
     }
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {

@@ -125,10 +125,15 @@ struct Fp4Columns {
 
 /// Where the block scales of panel p (8 rows) for the 32-column block kbi are: fp8 one float for
 /// the panel's 32-row block, fp4 the panel's 8 floats (one per row).
+/// (fp4_block_scales_at takes the scales and the count of 32-column blocks, so that a hot loop
+/// can keep them in registers: reading them through the view cost the fp4 GEMV 4%.)
+inline const float* fp4_block_scales_at(const float* scales, long kblocks, long p, int kbi) {
+  return scales + (p * kblocks + kbi) * kPanelRows;
+}
 inline const float* block_scales_at(const MatrixView& w, long p, int kbi) {
   const long kblocks = (w.cols + 31) / 32;
   if (w.format == WeightFormat::kFp8Block32) return w.scales + (p * kPanelRows / 32) * kblocks + kbi;
-  return w.scales + (p * kblocks + kbi) * kPanelRows;
+  return fp4_block_scales_at(w.scales, kblocks, p, kbi);
 }
 /// Those scales, one per row's lane.
 inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
