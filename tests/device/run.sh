@@ -1,35 +1,66 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one go, on a machine with CUDA, CMake and a C++ compiler:
-# builds the CUDA targets, runs the device golden tests, ds41-golden --backend cuda, the graph
-# oracle, and the device benchmarks; logs land in $OUT (or ./device-out).
-#   here:   tests/device/vendor.sh        (once: headers + Google Benchmark into .device-vendor/)
-#   there:  tests/device/run.sh           (carry .device-vendor)
+# Everything that needs a GPU, in one go: the device golden tests, ds41-golden --backend cuda on
+# every golden, the graph oracle, the device benchmarks and (where the machine lets it) a
+# compute-sanitizer memcheck pass; logs land in $OUT (or ./device-out).
+#
+# Two ways to get the binaries there (a device machine's time is short, so build here if you can):
+#   prebuilt: tests/device/prebuild.sh here, then run(command="tests/device/run.sh", carry=[".device-bin"])
+#   build there: tests/device/vendor.sh here, then run(command="tests/device/run.sh", carry=[".device-vendor"])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+root="$PWD"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
-vendor="$PWD/.device-vendor/usr"
 export PATH="/usr/local/cuda/bin:$PATH"
-export LD_LIBRARY_PATH="$vendor/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-{ nvidia-smi; nvcc --version; cmake --version; } > "$out/machine.txt" 2>&1
-jobs=$(nproc)
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DDS41_ENABLE_CUDA=ON -DDS41_THIRD_PARTY_DIR="$vendor/include" \
-  -Dbenchmark_DIR="$vendor/lib/x86_64-linux-gnu/cmake/benchmark" -DDS41_BUILD_BENCHMARKS=ON > "$out/configure.log" 2>&1 \
-  || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-device -j"$jobs" --target test_golden_cuda ds41-golden bench_cuda > "$out/build.log" 2>&1 \
-  || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+step() { echo "== $1 ($(date +%s))"; }
+{ nvidia-smi; nvcc --version; ldd --version | head -1; uname -a; } > "$out/machine.txt" 2>&1
+grep -E "H200|H100|Driver" "$out/machine.txt" | head -3
+
+# a binary that loads exits 0 (or 77 where it finds no device); one the loader refuses, 127
+prebuilt_runs() { [ -x .device-bin/test_golden_cuda ] || return 1; ./.device-bin/test_golden_cuda --version > /dev/null 2>&1; local rc=$?; [ $rc = 0 ] || [ $rc = 77 ]; }
+export LD_LIBRARY_PATH="$root/.device-bin:${LD_LIBRARY_PATH:-}"
+if prebuilt_runs; then
+  bin="$root/.device-bin"
+  # the binaries were built with the golden folder's absolute path of the machine that built them
+  built_golden=$(cat .device-bin/golden_dir)
+  if [ "$built_golden" != "$root/golden" ]; then
+    mkdir -p "$(dirname "$built_golden")" && rm -rf "$built_golden" && ln -s "$root/golden" "$built_golden"
+  fi
+  echo "using prebuilt binaries"
+else
+  [ -x .device-bin/test_golden_cuda ] && { echo "prebuilt binaries do not run here:"; ./.device-bin/test_golden_cuda --version 2>&1 | head -3; }
+  step "building here"
+  vendor="$root/.device-vendor/usr"
+  export LD_LIBRARY_PATH="$vendor/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DDS41_ENABLE_CUDA=ON -DDS41_THIRD_PARTY_DIR="$vendor/include" \
+    -Dbenchmark_DIR="$vendor/lib/x86_64-linux-gnu/cmake/benchmark" -DDS41_BUILD_BENCHMARKS=ON > "$out/configure.log" 2>&1 \
+    || { tail -30 "$out/configure.log"; exit 1; }
+  cmake --build build-device -j"$(nproc)" --target test_golden_cuda ds41-golden bench_cuda > "$out/build.log" 2>&1 \
+    || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+  bin="$root/build-device/bin"
+  mkdir -p "$bin"
+  cp build-device/tests/test_golden_cuda build-device/examples/ds41-golden build-device/bench/bench_cuda "$bin/"
+fi
+
 status=0
-echo "== device golden tests"
-./build-device/tests/test_golden_cuda 2>&1 | tee "$out/test_golden_cuda.log" | tail -15 || status=1
-echo "== ds41-golden --backend cuda"
-./build-device/examples/ds41-golden golden/ds41_tiny_golden.json --backend cuda --quiet 2>&1 | tee "$out/golden_cuda.log" | tail -5 || status=1
-for g in golden/extra/*.json; do
+step "device golden tests"
+timeout 150 "$bin/test_golden_cuda" --duration=true 2>&1 | tee "$out/test_golden_cuda.log" | grep -v "^[0-9.]* s: " | tail -40 || status=1
+grep -E "^[0-9.]+ s: " "$out/test_golden_cuda.log" | sort -rn | head -12
+step "ds41-golden --backend cuda"
+for g in golden/ds41_tiny_golden.json golden/extra/*.json; do
   [ -e "$g" ] || continue
-  ./build-device/examples/ds41-golden "$g" --backend cuda --quiet 2>&1 | tail -2 || status=1
+  echo "-- $g"
+  timeout 60 "$bin/ds41-golden" "$g" --backend cuda --quiet 2>&1 | tee -a "$out/golden_cuda.log" | tail -3 || status=1
 done
-echo "== graph oracle (eager vs graph-replayed decode, bit for bit)"
-./build-device/examples/ds41-golden golden/ds41_tiny_golden.json --backend cuda --graph-oracle 2>&1 | tee "$out/graph_oracle.log" | tail -12 || status=1
-echo "== device benchmarks"
-./build-device/bench/bench_cuda --benchmark_min_time=0.2 --benchmark_format=console \
-  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json 2>&1 | tee "$out/bench_cuda.txt" | tail -15
+step "graph oracle (eager vs graph-replayed decode, bit for bit)"
+timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --graph-oracle 2>&1 | tee "$out/graph_oracle.log" | tail -12 || status=1
+step "device benchmarks"
+timeout 150 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
+  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json 2>&1 | tee "$out/bench_cuda.txt" | grep -v "^-\|^Bench" | cut -c1-150
+if [ "${DS41_DEVICE_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+  step "compute-sanitizer memcheck (tiny golden, device vs host)"
+  timeout 100 compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
+    "$bin/test_golden_cuda" -tc="cuda: device captures against host captures" 2>&1 | tee "$out/memcheck.log" | tail -25
+fi
+step "done"
 exit $status
