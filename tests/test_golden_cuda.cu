@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 #include "ds41/backend/cuda.hpp"
@@ -148,17 +149,27 @@ DeviceMatrix random_device_matrix(WeightFormat f, int rows, int cols, std::mt199
 }
 
 uint32_t bits_of(float v) { return f32_bits(v); }
+/// Bit-identical, or both NaN (the host's and the device's NaN bits may differ: x86 keeps a
+/// NaN's payload and sign, the GPU returns its canonical NaN).
+bool same_result(float a, float b) { return bits_of(a) == bits_of(b) || (a != a && b != b); }
 
 /// Runs both kernels on random x [T, x_stride] and y [T, y_stride] (strides padded; the gaps must
 /// stay untouched) and compares them bit for bit, and with MatrixView::dot on the host. Returns
 /// the number of output elements that differ between the kernels.
+/// With `poison`, input row 0 holds an inf and row 2 a NaN (T >= 3): every output of those rows
+/// must be NaN for fp8/fp4 (act_quant's NaN scale) and whatever IEEE gives for f32/bf16, alike.
 long compare_linear(const DeviceMatrix& m, long T, long x_pad, long y_pad, OutRound round, std::mt19937& rng,
-                    bool with_host = true) {
+                    bool with_host = true, bool poison = false) {
   const int rows = m.view.rows, cols = m.view.cols;
   const long xs = cols + x_pad, ys = rows + y_pad;
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> hx(T * xs);
   for (auto& v : hx) v = bf16_round(normal(rng));  // activations reach Linears as bf16 values
+  if (poison) {
+    REQUIRE(T >= 3);
+    hx[0 * xs + (cols > 40 ? 40 : cols - 1)] = std::numeric_limits<float>::infinity();
+    hx[2 * xs + (cols > 100 ? 100 : cols - 1)] = std::numeric_limits<float>::quiet_NaN();
+  }
   auto dx = CudaBackend::alloc<float>(hx.size());
   CudaBackend::upload(dx.data(), hx.data(), hx.size());
   auto y_new = CudaBackend::alloc<float>(T * ys), y_ref = CudaBackend::alloc<float>(T * ys);
@@ -172,20 +183,22 @@ long compare_linear(const DeviceMatrix& m, long T, long x_pad, long y_pad, OutRo
   std::vector<float> a(T * ys), b(T * ys);
   CudaBackend::download(a.data(), y_new.data(), a.size());
   CudaBackend::download(b.data(), y_ref.data(), b.size());
-  long diff = 0, host_diff = 0, gap_bad = 0;
+  long diff = 0, host_diff = 0, gap_bad = 0, nan_missing = 0;
   for (long r = 0; r < T; ++r)
     for (long n = 0; n < ys; ++n) {
       const long i = r * ys + n;
-      if (bits_of(a[i]) != bits_of(b[i])) ++diff;
+      if (!same_result(a[i], b[i])) ++diff;
       if (n >= rows) {
         if (a[i] != -12345.0f) ++gap_bad;
         continue;
       }
-      if (with_host && bits_of(a[i]) != bits_of(apply_round(m.host_view.dot(hx.data() + r * xs, static_cast<int>(n)), round)))
+      if (with_host && !same_result(a[i], apply_round(m.host_view.dot(hx.data() + r * xs, static_cast<int>(n)), round)))
         ++host_diff;
+      if (poison && (r == 0 || r == 2) && (m.view.format == WeightFormat::kFp8Block32 || m.view.format == WeightFormat::kFp4Block32) && a[i] == a[i]) ++nan_missing;
     }
   CHECK(gap_bad == 0);
   CHECK(host_diff == 0);
+  CHECK(nan_missing == 0);
   return diff;
 }
 
@@ -223,6 +236,14 @@ TEST_CASE("cuda: tiled Linear kernel, unaligned data, row slices and more than 6
     CAPTURE(format_name(f));
     DeviceMatrix m = random_device_matrix(f, 97, 1024, rng, f == WeightFormat::kF32 ? 4 : f == WeightFormat::kBF16 ? 2 : 1);
     CHECK(compare_linear(m, 3, 1, 3, OutRound::kBF16, rng) == 0);
+  }
+  // inf and NaN inputs, through one-row blocks (T = 3) and 4-row prefill blocks (T = 5: the
+  // poisoned rows share a block with clean ones)
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block32, WeightFormat::kFp4Block32}) {
+    CAPTURE(format_name(f));
+    DeviceMatrix m = random_device_matrix(f, 33, 326, rng);
+    CHECK(compare_linear(m, 3, 0, 0, OutRound::kF32, rng, true, /*poison=*/true) == 0);
+    CHECK(compare_linear(m, 5, 0, 0, OutRound::kBF16, rng, true, /*poison=*/true) == 0);
   }
   // row slices (fp8 on a 32-row boundary), as attention's grouped wo_a uses them
   for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kFp8Block32, WeightFormat::kFp4Block32}) {

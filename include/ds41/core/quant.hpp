@@ -19,9 +19,10 @@ DS41_HD float block_amax(const float* x, int n, float floor_value) {
 
 /// fp8 e4m3 with a power-of-two scale: amax = max(max|x|, 1e-4), s = 2^ceil(log2(amax/448)),
 /// x ← bf16(e4m3(x/s)·s).
-DS41_HD float fp8_pow2_scale(const float* x, int n) {
-  return pow2_ceil(block_amax(x, n, 1e-4f) * (1.0f / 448.0f));
-}
+DS41_HD float fp8_pow2_scale_of_amax(float amax) { return pow2_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f)); }
+/// (max is exact in any order, so a floor of 0 then 1e-4 is block_amax(x, n, 1e-4); a NaN is
+/// skipped either way, and a warp may reduce the max in its own order.)
+DS41_HD float fp8_pow2_scale(const float* x, int n) { return fp8_pow2_scale_of_amax(block_amax(x, n, 0.0f)); }
 /// e4m3(clamp(x/s, ±448)): the code value x takes under the block scale s (x/s is exact: s is a
 /// power of two).
 DS41_HD float fp8_pow2_value(float x, float s) { return e4m3_round(fminf(fmaxf(x / s, -kE4m3Max), kE4m3Max)); }
@@ -38,9 +39,11 @@ DS41_HD void fp8_pow2_roundtrip(float* x, int n) {
 /// an inf or NaN gets NaN. The reference then turns every output of the row into NaN (inf/inf or
 /// the NaN itself becomes a NaN code, and NaN·w is NaN even for w = 0); a NaN scale does the same
 /// through (part·s).
+DS41_HD bool act_quant_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
+DS41_HD float act_quant_nan_scale() { return bits_f32(0x7FC00000u); }
 DS41_HD float act_quant_scale(const float* x, int n) {
   for (int i = 0; i < n; ++i)
-    if (!(fabsf(x[i]) <= 3.40282347e38f)) return bits_f32(0x7FC00000u);  // inf or NaN
+    if (!act_quant_finite(x[i])) return act_quant_nan_scale();  // inf or NaN
   return fp8_pow2_scale(x, n);
 }
 /// act_quant's e4m3 value of x under the block scale s.

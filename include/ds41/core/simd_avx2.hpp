@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <cmath>
 #include "numeric.hpp"
+#include "quant.hpp"
 
 namespace ds41::avx2 {
 
@@ -134,7 +135,7 @@ inline bool act_quant_block32(const float* x, float* q, float* scale) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  const float s = pow2_ceil(_mm_cvtss_f32(m) * (1.0f / 448.0f));  // fp8_pow2_scale on the block's amax
+  const float s = fp8_pow2_scale_of_amax(_mm_cvtss_f32(m));
   *scale = s;
   const __m256 inv = _mm256_set1_ps(1.0f / s);
   const __m256 lim = _mm256_set1_ps(448.0f), nlim = _mm256_set1_ps(-448.0f);
