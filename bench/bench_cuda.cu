@@ -1,7 +1,8 @@
-// Device microbenchmarks: the CudaBackend's Linear (the tiled kernel) for each weight format at
-// DeepSeek-V4.1-Flash decode shapes, side by side with the old one-thread-per-output kernel; a
-// device-to-device copy as the bandwidth reference; and the tiny model's decode step. Timed with CUDA events (manual time); counters give bytes/s to hold against the H200's
-// ~4.8 TB/s. Without a device every benchmark reports "no CUDA device".
+// Device microbenchmarks: the CudaBackend's Linear for each weight format at DeepSeek-V4.1-Flash
+// decode shapes, side by side with the tiled kernel (fp8/fp4 decode) and the old
+// one-thread-per-output kernel; a device-to-device copy as the bandwidth reference; and the tiny
+// model's decode step. Timed with CUDA events (manual time); counters give bytes/s to hold
+// against the H200's ~4.8 TB/s. Without a device every benchmark reports "no CUDA device".
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <random>
@@ -85,10 +86,19 @@ struct DeviceGemvCase {
         w(random_matrix(F, rows, cols)), m(w), x(CudaBackend::alloc<float>(T * cols)),
         y(CudaBackend::alloc<float>(T * rows)) {}
   void run_tiled() { CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
+  /// The tiled kernel with one input row per block, bypassing the decode kernel's dispatch.
+  void run_tiled_r1() {
+    cuda_detail::launch_linear_tiled_rows<F, 1>(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, CudaBackend::stream());
+  }
 };
 
-/// CudaBackend::linear (the tiled, coalesced kernel of cuda_linear.hpp) for T input rows
-/// (args: rows, cols, T). bytes/s counts the weights once per call.
+/// Launches per timed iteration: a decode GEMV runs for tens of microseconds, so one launch
+/// between two events would also time the launch itself.
+constexpr int kLaunchesPerTiming = 10;
+
+/// CudaBackend::linear (cuda_linear.hpp: the decode kernel for fp8/fp4 with up to 3 input rows,
+/// else the tiled kernel) for T input rows (args: rows, cols, T). The time is per call, averaged
+/// over kLaunchesPerTiming back-to-back calls; bytes/s counts the weights once per call.
 template <WeightFormat F>
 void BM_DeviceGemv(benchmark::State& st) {
   if (!need_device(st)) return;
@@ -96,11 +106,36 @@ void BM_DeviceGemv(benchmark::State& st) {
   EventTimer t;
   for (auto _ : st) {
     t.start();
-    c.run_tiled();
-    st.SetIterationTime(t.stop_seconds());
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled();
+    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
   }
+  DS41_CUDA_CHECK(cudaGetLastError());
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * c.rows * c.cols * c.T * st.iterations(), benchmark::Counter::kIsRate);
+}
+
+/// fp8/fp4 decode: the tiled kernel (one input row per block) timed as the iteration, and
+/// CudaBackend::linear (the decode kernel) in the same iterations; "gemv_x" is tiled time /
+/// decode-kernel time, measured side by side.
+template <WeightFormat F>
+void BM_DeviceGemvTiledDecode(benchmark::State& st) {
+  if (!need_device(st)) return;
+  DeviceGemvCase<F> c(st);
+  EventTimer t;
+  double tiled_s = 0, gemv_s = 0;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled();
+    gemv_s += t.stop_seconds();
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled_r1();
+    const double s = t.stop_seconds();
+    tiled_s += s;
+    st.SetIterationTime(s / kLaunchesPerTiming);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
+  st.counters["gemv_x"] = gemv_s > 0 ? tiled_s / gemv_s : 0.0;
 }
 
 /// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes, timed as the
@@ -135,6 +170,10 @@ BENCHMARK(BM_DeviceGemv<WeightFormat::kF32>)->Args({1280, 5120, 1})->Args({4096,
 BENCHMARK(BM_DeviceGemv<WeightFormat::kBF16>) DS41_GEMV_SHAPES_BF16 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemv<WeightFormat::kFp8Block32>) DS41_GEMV_SHAPES_FP8 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemv<WeightFormat::kFp4Block32>) DS41_GEMV_SHAPES_FP4 DS41_GEMV_TIMING;
+#define DS41_DECODE_SHAPES_FP8 ->Args({1280, 5120, 1})->Args({32768, 1280, 1})->Args({5120, 8192, 1})
+#define DS41_DECODE_SHAPES_FP4 ->Args({2304, 5120, 1})->Args({5120, 2304, 1})
+BENCHMARK(BM_DeviceGemvTiledDecode<WeightFormat::kFp8Block32>) DS41_DECODE_SHAPES_FP8 DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceGemvTiledDecode<WeightFormat::kFp4Block32>) DS41_DECODE_SHAPES_FP4 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kBF16>) DS41_GEMV_SHAPES_BF16 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp8Block32>) DS41_GEMV_SHAPES_FP8 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp4Block32>) DS41_GEMV_SHAPES_FP4 DS41_GEMV_TIMING;

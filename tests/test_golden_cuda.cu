@@ -153,7 +153,8 @@ uint32_t bits_of(float v) { return f32_bits(v); }
 /// NaN's payload and sign, the GPU returns its canonical NaN).
 bool same_result(float a, float b) { return bits_of(a) == bits_of(b) || (a != a && b != b); }
 
-/// Runs both kernels on random x [T, x_stride] and y [T, y_stride] (strides padded; the gaps must
+/// Runs CudaBackend::linear, the reference kernel and (where it can run) the decode kernel on
+/// random x [T, x_stride] and y [T, y_stride] (strides padded; the gaps must
 /// stay untouched) and compares them bit for bit, and with MatrixView::dot on the host. Returns
 /// the number of output elements that differ between the kernels.
 /// With `poison`, input row 0 holds an inf and row 2 a NaN (T >= 3): every output of those rows
@@ -178,16 +179,28 @@ long compare_linear(const DeviceMatrix& m, long T, long x_pad, long y_pad, OutRo
   REQUIRE(cuda_detail::linear_tiled_supports(m.view));
   CudaBackend::linear(dx.data(), T, xs, m.view, y_new.data(), ys, round);
   cuda_detail::launch_linear_reference(dx.data(), T, xs, m.view, y_ref.data(), ys, round, CudaBackend::stream());
+  // the decode kernel wherever it can run, also where launch_linear picks the tiled one (narrow rows)
+  const bool gemv = cuda_detail::linear_gemv_supports(m.view, T);
+  auto y_gemv = CudaBackend::alloc<float>(gemv ? T * ys : 0);
+  if (gemv) {
+    CudaBackend::fill(y_gemv.data(), T * ys, -12345.0f);
+    if (m.view.format == WeightFormat::kFp8Block32)
+      cuda_detail::launch_linear_gemv<WeightFormat::kFp8Block32>(dx.data(), T, xs, m.view, y_gemv.data(), ys, round, CudaBackend::stream());
+    else
+      cuda_detail::launch_linear_gemv<WeightFormat::kFp4Block32>(dx.data(), T, xs, m.view, y_gemv.data(), ys, round, CudaBackend::stream());
+  }
   DS41_CUDA_CHECK(cudaGetLastError());
   CudaBackend::sync();
-  std::vector<float> a(T * ys), b(T * ys);
+  std::vector<float> a(T * ys), b(T * ys), g(gemv ? T * ys : 0);
   CudaBackend::download(a.data(), y_new.data(), a.size());
   CudaBackend::download(b.data(), y_ref.data(), b.size());
+  if (gemv) CudaBackend::download(g.data(), y_gemv.data(), g.size());
   long diff = 0, host_diff = 0, gap_bad = 0, nan_missing = 0;
   for (long r = 0; r < T; ++r)
     for (long n = 0; n < ys; ++n) {
       const long i = r * ys + n;
       if (!same_result(a[i], b[i])) ++diff;
+      if (gemv && !same_result(g[i], b[i])) ++diff;
       if (n >= rows) {
         if (a[i] != -12345.0f) ++gap_bad;
         continue;
@@ -204,7 +217,7 @@ long compare_linear(const DeviceMatrix& m, long T, long x_pad, long y_pad, OutRo
 
 }  // namespace
 
-TEST_CASE("cuda: tiled Linear kernel is bit-identical to the reference kernel at awkward shapes") {
+TEST_CASE("cuda: tiled and decode Linear kernels are bit-identical to the reference kernel at awkward shapes") {
   std::mt19937 rng(41);
   const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block32, WeightFormat::kFp4Block32};
   const int row_counts[] = {1, 31, 33, 257};
@@ -229,7 +242,7 @@ TEST_CASE("cuda: tiled Linear kernel is bit-identical to the reference kernel at
   MESSAGE(cases << " format x shape x T cases compared");
 }
 
-TEST_CASE("cuda: tiled Linear kernel, unaligned data, row slices and more than 65535 input rows") {
+TEST_CASE("cuda: tiled and decode Linear kernels, unaligned data, row slices and more than 65535 input rows") {
   std::mt19937 rng(7);
   // payload off 16-byte alignment (the byte-copy path) at a shape that would take the vector path
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block32, WeightFormat::kFp4Block32}) {
@@ -262,7 +275,7 @@ TEST_CASE("cuda: tiled Linear kernel, unaligned data, row slices and more than 6
   CHECK(compare_linear(m, 70000, 0, 1, OutRound::kBF16, rng) == 0);
 }
 
-TEST_CASE("cuda: tiled Linear kernel at DeepSeek-V4.1-Flash shapes") {
+TEST_CASE("cuda: tiled and decode Linear kernels at DeepSeek-V4.1-Flash shapes") {
   std::mt19937 rng(11);
   {
     DeviceMatrix m = random_device_matrix(WeightFormat::kFp8Block32, 5120, 8192, rng);

@@ -68,6 +68,20 @@ TEST_CASE("e4m3: the host decode table holds e4m3_decode's bits for all 256 code
   CHECK(std::signbit(table[0x80]));
 }
 
+TEST_CASE("e4m3: the bit-placement decode gives e4m3_decode's bits for all 256 codes") {
+  for (int c = 0; c < 256; ++c) {
+    CAPTURE(c);
+    const float ref = e4m3_decode(static_cast<uint8_t>(c)), got = e4m3_decode_shift(static_cast<uint32_t>(c));
+    if (ref != ref)
+      CHECK(got != got);
+    else
+      CHECK(f32_bits(got) == f32_bits(ref));
+  }
+  // bits above the code's 8 are ignored only by the caller; the codes are bytes
+  CHECK(f32_bits(e4m3_decode_shift(0x80)) == 0x80000000u);
+  CHECK(e4m3_decode_shift(0x01) == 1.0f / 512.0f);
+}
+
 TEST_CASE("e2m1: nearest with ties to the even code, clamped to 6") {
   const float cases[][2] = {{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f}, {2.5f, 2.0f},
                             {3.5f, 4.0f},  {5.0f, 4.0f},  {0.26f, 0.5f}, {5.01f, 6.0f}, {7.0f, 6.0f},

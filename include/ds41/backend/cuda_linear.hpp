@@ -1,7 +1,11 @@
 // ds41/backend/cuda_linear.hpp — the CUDA backend's Linear: y[r, n] = round(x[r, :] · W[n, :]).
 // Included by cuda.hpp (nvcc only).
 //
-// Two kernels give the same bits as MatrixView::dot (and so as the host):
+// Three kernels give the same bits as MatrixView::dot (and so as the host):
+//
+//  * linear_gemv_scaled_kernel (cuda_gemv.hpp): fp8/fp4 with one to three input rows (decode)
+//    and at least kGemvMinCols columns, a lane per 32-column block rather than per row; see
+//    that file.
 //
 //  * linear_kernel_reference: one thread per output calling MatrixView::dot. Each thread streams
 //    its own weight row, so a warp's loads are 32 rows apart; kept as the oracle the tiled kernel
@@ -33,6 +37,7 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 #include "../core/linear_math.hpp"
+#include "cuda_gemv.hpp"
 
 namespace ds41 {
 namespace cuda_detail {
@@ -137,31 +142,6 @@ __device__ __forceinline__ void lin_stage(LinShared<F, S, R>& sh, int s, int c, 
         __pipeline_memcpy_async(&sh.scale[s][i * Tr::kScalePitch + j], w.scales + static_cast<long>(n0 + i) * kblocks + kb0 + j, 4);
     }
   }
-}
-
-/// One staged 16-byte piece as its words.
-__device__ __forceinline__ uint32_t lin_word(const uint4& v, int j) {
-  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-}
-
-/// act_quant of one 32-column block of an input row, done once by a warp (lane j holds column j):
-/// returns act_quant_scale of xs[0, ke) and sets q to act_quant_value(xs[lane], scale). The max
-/// is reduced across lanes, which is exact in any order (fp8_pow2_scale_of_amax); a non-finite
-/// value anywhere in the block gives the NaN scale, as act_quant_scale. Every lane must call it.
-__device__ __forceinline__ float warp_act_quant(const float* xs, int ke, int lane, float& q) {
-  const float v = lane < ke ? xs[lane] : 0.0f;
-  const bool bad = __any_sync(0xFFFFFFFFu, !act_quant_finite(v));
-  float amax = fabsf(v);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-  const float sx = bad ? act_quant_nan_scale() : fp8_pow2_scale_of_amax(amax);
-  q = act_quant_value(v, sx);
-  return sx;
-}
-
-/// One of a float4's lanes.
-__device__ __forceinline__ float lin_lane(const float4& v, int j) {
-  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
 /// Row i's partial sums of scale block jb of the staged chunk for the R input rows, columns
@@ -312,7 +292,7 @@ __global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(co
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float q;
-          sx[r] = warp_act_quant(&sh.x[s][r][jb * 32], ke, lane, q);
+          sx[r] = warp_act_quant(lane < ke ? sh.x[s][r][jb * 32 + lane] : 0.0f, q);
           sh.q[warp][r][lane] = q;
         }
         __syncwarp();
@@ -387,6 +367,7 @@ template <WeightFormat F>
 void launch_linear_tiled(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
                          OutRound round, cudaStream_t stream) {
   if constexpr (LinTraits<F>::kScaled) {
+    if (linear_gemv_chosen(w, rows)) return launch_linear_gemv<F>(x, rows, x_stride, w, y, y_stride, round, stream);
     if (rows >= kLinPrefillRows)
       return launch_linear_tiled_rows<F, kLinPrefillRows>(x, rows, x_stride, w, y, y_stride, round, stream);
   }

@@ -83,6 +83,19 @@ DS41_HD float e4m3_decode(uint8_t c) {
   if (e == 15 && m == 7) return NAN;
   return sign * ldexpf(1.0f + m / 8.0f, e - 7);
 }
+/// e4m3_decode by bit placement, for kernels where a 256-entry table would cost shared-memory
+/// bank conflicts: the code's 7 exponent and mantissa bits go to float32's bits 20..26, which
+/// reads as 2^(e-127)·(1 + m/8) (e > 0) or as the float32 subnormal m·2^-129 (e = 0); times
+/// 2^120 (exact: a power of two, no overflow) that is 2^(e-7)·(1 + m/8) or m·2^-9, the e4m3
+/// value. The sign bit is OR-ed in (so code 0x80 gives -0), and both NaN codes give NAN. Needs
+/// float32 subnormals kept (no flush to zero). The same bits as e4m3_decode for all 256 codes
+/// (test_numerics).
+DS41_HD float e4m3_decode_shift(uint32_t code) {
+  const uint32_t mag = code & 0x7Fu;
+  if (mag == 0x7Fu) return NAN;
+  const float a = bits_f32(mag << 20) * 0x1p120f;
+  return bits_f32(f32_bits(a) | ((code & 0x80u) << 24));
+}
 /// Host fast path of e4m3_decode: its 256 results, computed once by e4m3_decode itself, so a lookup
 /// gives the very same bits (every e4m3 value is exact in float32; both NaN codes give NAN). A host
 /// function (not DS41_HD): device code keeps calling e4m3_decode. Hoist the call out of loops (the
