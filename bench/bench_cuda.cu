@@ -114,52 +114,50 @@ void BM_DeviceGemv(benchmark::State& st) {
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * c.rows * c.cols * c.T * st.iterations(), benchmark::Counter::kIsRate);
 }
 
-/// fp8/fp4 decode: the tiled kernel (one input row per block) timed as the iteration, and
-/// CudaBackend::linear (the decode kernel) in the same iterations; "gemv_x" is tiled time /
-/// decode-kernel time, measured side by side.
-template <WeightFormat F>
-void BM_DeviceGemvTiledDecode(benchmark::State& st) {
-  if (!need_device(st)) return;
-  DeviceGemvCase<F> c(st);
+/// Times `baseline` as the iteration and `current` in the same iterations, kLaunchesPerTiming
+/// calls each, and sets `ratio_name` to baseline time / current time: a ratio measured side by
+/// side. bytes/s counts the weights once per baseline call.
+template <WeightFormat F, class Current, class Baseline>
+void time_side_by_side(benchmark::State& st, DeviceGemvCase<F>& c, Current current, Baseline baseline, const char* ratio_name) {
   EventTimer t;
-  double tiled_s = 0, gemv_s = 0;
+  double current_s = 0, baseline_s = 0;
   for (auto _ : st) {
     t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled();
-    gemv_s += t.stop_seconds();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) current();
+    current_s += t.stop_seconds();
     t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled_r1();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) baseline();
     const double s = t.stop_seconds();
-    tiled_s += s;
+    baseline_s += s;
     st.SetIterationTime(s / kLaunchesPerTiming);
   }
   DS41_CUDA_CHECK(cudaGetLastError());
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
-  st.counters["gemv_x"] = gemv_s > 0 ? tiled_s / gemv_s : 0.0;
+  st.counters[ratio_name] = current_s > 0 ? baseline_s / current_s : 0.0;
 }
 
-/// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes, timed as the
-/// iteration; each iteration also times the tiled kernel, and "tiled_x" is old time / tiled time.
+/// fp8/fp4 decode: the tiled kernel (one input row per block) as the iteration, CudaBackend::linear
+/// (the decode kernel where it is chosen) beside it; "gemv_x" is tiled time / decode-kernel time.
+template <WeightFormat F>
+void BM_DeviceGemvTiledDecode(benchmark::State& st) {
+  if (!need_device(st)) return;
+  DeviceGemvCase<F> c(st);
+  time_side_by_side(st, c, [&] { c.run_tiled(); }, [&] { c.run_tiled_r1(); }, "gemv_x");
+}
+
+/// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes as the
+/// iteration, CudaBackend::linear beside it; "tiled_x" is old time / CudaBackend::linear time.
 template <WeightFormat F>
 void BM_DeviceGemvReference(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
-  EventTimer t;
-  double ref_s = 0, tiled_s = 0;
-  for (auto _ : st) {
-    t.start();
-    c.run_tiled();
-    tiled_s += t.stop_seconds();
-    t.start();
-    cuda_detail::launch_linear_reference(c.x.data(), c.T, c.cols, c.m.view(), c.y.data(), c.rows, OutRound::kBF16,
-                                         CudaBackend::stream());
-    const double s = t.stop_seconds();
-    ref_s += s;
-    st.SetIterationTime(s);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
-  st.counters["tiled_x"] = tiled_s > 0 ? ref_s / tiled_s : 0.0;
+  time_side_by_side(
+      st, c, [&] { c.run_tiled(); },
+      [&] {
+        cuda_detail::launch_linear_reference(c.x.data(), c.T, c.cols, c.m.view(), c.y.data(), c.rows, OutRound::kBF16,
+                                             CudaBackend::stream());
+      },
+      "tiled_x");
 }
 
 #define DS41_GEMV_SHAPES_BF16 ->Args({1280, 5120, 1})->Args({32768, 1280, 1})->Args({1280, 5120, 16})
