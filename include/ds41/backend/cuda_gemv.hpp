@@ -132,7 +132,6 @@ __device__ __forceinline__ float gemv_block_part(const GemvCodes<F>& c, const fl
 template <WeightFormat F, bool kVec>
 __global__ void __launch_bounds__(kGemvWarps * 32) linear_gemv_scaled_kernel(const float* x, long x_stride, MatrixView w, float* y,
                                                                              long y_stride, OutRound round) {
-  using Tr = GemvTraits<F>;
   extern __shared__ float4 gemv_smem[];
   __shared__ float lut4[16];
   const int K = w.cols, kblocks = (K + 31) / 32;
