@@ -35,12 +35,14 @@ DS41_HD void fp8_pow2_roundtrip(float* x, int n) {
 // Before a Linear with fp8 or fp4 weights the reference quantises the input row without the
 // round trip back (act_quant(x, 32, "ue8m0"), model.py linear()): the GEMM reads q and s.
 
+/// Whether act_quant takes v as it is (neither inf nor NaN), and the scale of a block that holds
+/// one that is not (act_quant_scale; a warp's reduction in the device kernels uses both).
+DS41_HD bool act_quant_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
+DS41_HD float act_quant_nan_scale() { return bits_f32(0x7FC00000u); }
 /// act_quant's scale of one block of a Linear input: fp8_pow2_scale, except that a block holding
 /// an inf or NaN gets NaN. The reference then turns every output of the row into NaN (inf/inf or
 /// the NaN itself becomes a NaN code, and NaN·w is NaN even for w = 0); a NaN scale does the same
 /// through (part·s).
-DS41_HD bool act_quant_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
-DS41_HD float act_quant_nan_scale() { return bits_f32(0x7FC00000u); }
 DS41_HD float act_quant_scale(const float* x, int n) {
   for (int i = 0; i < n; ++i)
     if (!act_quant_finite(x[i])) return act_quant_nan_scale();  // inf or NaN
