@@ -1,8 +1,9 @@
 // Device microbenchmarks: the CudaBackend's Linear for each weight format at DeepSeek-V4.1-Flash
 // decode shapes, side by side with the tiled kernel (fp8/fp4 decode) and the old
 // one-thread-per-output kernel; a device-to-device copy as the bandwidth reference; and the tiny
-// model's decode step. Timed with CUDA events (manual time); counters give bytes/s to hold
-// against the H200's ~4.8 TB/s. Without a device every benchmark reports "no CUDA device".
+// model's decode step and a V4.1-shaped one (bench_v41.hpp). Timed with CUDA events (manual
+// time) or wall time; counters give bytes/s to hold against the H200's ~4.8 TB/s. Without a
+// device every benchmark reports "no CUDA device".
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <random>
@@ -10,6 +11,7 @@
 #include "ds41/backend/cuda.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden.hpp"
+#include "bench_v41.hpp"
 
 using namespace ds41;
 
@@ -196,6 +198,15 @@ void BM_DeviceTinyDecodeStep(benchmark::State& st) {
   st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DeviceTinyDecodeStep)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+/// A whole V4.1-shaped decode step on the device (bench_v41.hpp: the host's bench_layer step, the
+/// same synthetic model and byte count), after a 256-token prefill. Each step ends in the
+/// argmax download, so wall time is device time plus that copy.
+void BM_DeviceV41DecodeStep(benchmark::State& st) {
+  if (!need_device(st)) return;
+  bench::v41_decode_steps<CudaBackend>(st);
+}
+BENCHMARK(BM_DeviceV41DecodeStep)->Args({1, 256})->Args({2, 256})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(20);
 
 }  // namespace
 

@@ -55,7 +55,7 @@ done
 step "graph oracle (eager vs graph-replayed decode, bit for bit)"
 timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --graph-oracle 2>&1 | tee "$out/graph_oracle.log" | tail -12 || status=1
 step "device benchmarks"
-timeout 150 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
+timeout 300 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json 2>&1 | tee "$out/bench_cuda.txt" | grep -v "^-\|^Bench" | cut -c1-150
 if [ "${DS41_DEVICE_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   step "compute-sanitizer memcheck (device vs host captures, the tiled Linear tests)"
