@@ -87,7 +87,7 @@ struct DeviceGemvCase {
       : rows(static_cast<int>(st.range(0))), cols(static_cast<int>(st.range(1))), T(st.range(2)),
         w(random_matrix(F, rows, cols)), m(w), x(CudaBackend::alloc<float>(T * cols)),
         y(CudaBackend::alloc<float>(T * rows)) {}
-  void run_tiled() { CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
+  void run_linear() { CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
   /// The tiled kernel with one input row per block, bypassing the decode kernel's dispatch.
   void run_tiled_r1() {
     cuda_detail::launch_linear_tiled_rows<F, 1>(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, CudaBackend::stream());
@@ -108,7 +108,7 @@ void BM_DeviceGemv(benchmark::State& st) {
   EventTimer t;
   for (auto _ : st) {
     t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_tiled();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_linear();
     st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
   }
   DS41_CUDA_CHECK(cudaGetLastError());
@@ -144,7 +144,7 @@ template <WeightFormat F>
 void BM_DeviceGemvTiledDecode(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
-  time_side_by_side(st, c, [&] { c.run_tiled(); }, [&] { c.run_tiled_r1(); }, "gemv_x");
+  time_side_by_side(st, c, [&] { c.run_linear(); }, [&] { c.run_tiled_r1(); }, "gemv_x");
 }
 
 /// The old one-thread-per-output kernel (linear_kernel_reference) at the same shapes as the
@@ -154,7 +154,7 @@ void BM_DeviceGemvReference(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
   time_side_by_side(
-      st, c, [&] { c.run_tiled(); },
+      st, c, [&] { c.run_linear(); },
       [&] {
         cuda_detail::launch_linear_reference(c.x.data(), c.T, c.cols, c.m.view(), c.y.data(), c.rows, OutRound::kBF16,
                                              CudaBackend::stream());

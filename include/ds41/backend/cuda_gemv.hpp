@@ -146,9 +146,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) linear_gemv_scaled_kernel(con
 
   const int n = blockIdx.x * kGemvWarps + warp;
   const bool live = n < w.rows;  // the same for the whole warp
-  const long row_bytes = F == WeightFormat::kFp4Block32 ? K / 2 : K;
+  const long row_bytes = row_major_row_bytes(F, K);
   const uint8_t* row = static_cast<const uint8_t*>(w.data) + static_cast<long>(live ? n : 0) * row_bytes;
-  const float* scale_row = w.scales + static_cast<long>(F == WeightFormat::kFp8Block32 ? (live ? n : 0) / 32 : (live ? n : 0)) * kblocks;
+  const float* scale_row = w.scale_row(live ? n : 0);
   // the lane's first block is in flight while the input is quantised
   GemvCodes<F> next{};
   if (live && lane < kblocks) next = gemv_load<F, kVec>(row, scale_row, lane, row_bytes);
@@ -228,7 +228,7 @@ inline bool linear_gemv_chosen(const MatrixView& w, long rows) { return w.cols >
 template <WeightFormat F>
 void launch_linear_gemv(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride, OutRound round,
                         cudaStream_t stream) {
-  const long row_bytes = F == WeightFormat::kFp4Block32 ? w.cols / 2 : w.cols;
+  const long row_bytes = row_major_row_bytes(F, w.cols);
   const bool vec = (reinterpret_cast<uintptr_t>(w.data) % 16) == 0 && row_bytes % 16 == 0;
   const size_t smem = gemv_shared_bytes(w.cols);
   const dim3 grid(static_cast<unsigned>((w.rows + kGemvWarps - 1) / kGemvWarps), static_cast<unsigned>(rows));

@@ -132,14 +132,14 @@ __device__ __forceinline__ void lin_stage(LinShared<F, S, R>& sh, int s, int c, 
   }
   const int kb0 = c * Tr::kBlocks;
   if constexpr (F == WeightFormat::kFp8Block32) {
-    const float* srow = w.scales + static_cast<long>(n0 / 32) * kblocks;
+    const float* srow = w.scale_row(n0);
     for (int j = tid; j < Tr::kBlocks; j += Tr::kThreads)
       if (kb0 + j < kblocks) __pipeline_memcpy_async(&sh.scale[s][j], srow + kb0 + j, 4);
   } else if constexpr (F == WeightFormat::kFp4Block32) {
     for (int u = tid; u < kLinRows * Tr::kBlocks; u += Tr::kThreads) {
       const int i = u / Tr::kBlocks, j = u % Tr::kBlocks;
       if (n0 + i < w.rows && kb0 + j < kblocks)
-        __pipeline_memcpy_async(&sh.scale[s][i * Tr::kScalePitch + j], w.scales + static_cast<long>(n0 + i) * kblocks + kb0 + j, 4);
+        __pipeline_memcpy_async(&sh.scale[s][i * Tr::kScalePitch + j], w.scale_row(n0 + i) + kb0 + j, 4);
     }
   }
 }
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(co
   const int nr = nrows - r0 < R ? static_cast<int>(nrows - r0) : R;
   const float* xr = x + r0 * x_stride;
   const int K = w.cols;
-  const long row_bytes = F == WeightFormat::kFp4Block32 ? K / 2 : static_cast<long>(K) * Tr::kBytes2 / 2;
+  const long row_bytes = row_major_row_bytes(F, K);
   const int kblocks = (K + 31) / 32;
   const int nch = static_cast<int>((row_bytes + kLinChunkBytes - 1) / kLinChunkBytes);
 
@@ -347,7 +347,7 @@ void launch_linear_tiled_rows(const float* x, long rows, long x_stride, const Ma
                               OutRound round, cudaStream_t stream) {
   using Tr = LinTraits<F>;
   constexpr int S = lin_stages<F, R>();
-  const long row_bytes = F == WeightFormat::kFp4Block32 ? w.cols / 2 : static_cast<long>(w.cols) * Tr::kBytes2 / 2;
+  const long row_bytes = row_major_row_bytes(F, w.cols);
   const bool vec = (reinterpret_cast<uintptr_t>(w.data) % 16) == 0 && row_bytes % 16 == 0;
   const unsigned gx = static_cast<unsigned>((w.rows + kLinRows - 1) / kLinRows);
   constexpr long kSlice = static_cast<long>(kLinMaxGridY) * R;  // the grid's y dimension holds 65535 blocks

@@ -56,11 +56,7 @@ inline float weight_at(const MatrixView& w, int n, int k) {
 }
 
 /// The scale the reference multiplies row n's partial sum of block kb/32 by (fp8/fp4 only).
-inline float block_scale_at(const MatrixView& w, int n, int kb) {
-  const long kblocks = (w.cols + 31) / 32;
-  return w.format == WeightFormat::kFp8Block32 ? w.scales[(n / 32) * kblocks + kb / 32]
-                                               : w.scales[static_cast<long>(n) * kblocks + kb / 32];
-}
+inline float block_scale_at(const MatrixView& w, int n, int kb) { return w.scale_row(n)[kb / 32]; }
 
 inline bool block_scaled(WeightFormat f) { return f == WeightFormat::kFp8Block32 || f == WeightFormat::kFp4Block32; }
 

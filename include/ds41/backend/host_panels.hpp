@@ -49,21 +49,10 @@ inline size_t scale_count(WeightFormat f, int rows, int cols) {
   return 0;
 }
 
-/// Bytes of one row-major row.
-inline long row_bytes(WeightFormat f, int cols) {
-  switch (f) {
-    case WeightFormat::kF32: return 4L * cols;
-    case WeightFormat::kBF16: return 2L * cols;
-    case WeightFormat::kFp8Block32: return cols;
-    case WeightFormat::kFp4Block32: return cols / 2;
-  }
-  return 0;
-}
-
 /// Writes `src` (row-major, packable) as panels into payload [payload_bytes] and scales
 /// [scale_count]; returns the view of the packed matrix.
 inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
-  const long pb = panel_bytes(src.format, src.cols), rb = row_bytes(src.format, src.cols);
+  const long pb = panel_bytes(src.format, src.cols), rb = row_major_row_bytes(src.format, src.cols);
   std::memset(payload, 0, payload_bytes(src.format, src.rows, src.cols));
   const auto* in = static_cast<const uint8_t*>(src.data);
   for (int r = 0; r < src.rows; ++r) {

@@ -129,6 +129,17 @@ DS41_HD long panel_bytes(WeightFormat f, int cols) {
   return static_cast<long>((cols + g - 1) / g) * (kPanelRows * 4);
 }
 
+/// Bytes of one row of a row-major matrix (fp4: cols / 2, two codes a byte).
+DS41_HD long row_major_row_bytes(WeightFormat f, int cols) {
+  switch (f) {
+    case WeightFormat::kF32: return 4L * cols;
+    case WeightFormat::kBF16: return 2L * cols;
+    case WeightFormat::kFp8Block32: return cols;
+    case WeightFormat::kFp4Block32: return cols / 2;
+  }
+  return 0;
+}
+
 /// Non-owning view of a weight matrix [rows=N out, cols=K in] in any format.
 struct MatrixView {
   WeightFormat format = WeightFormat::kBF16;
@@ -150,16 +161,21 @@ struct MatrixView {
       case WeightFormat::kF32: return dot_f32(x, static_cast<const float*>(data) + static_cast<long>(n) * cols, cols);
       case WeightFormat::kBF16:
         return dot_bf16(x, static_cast<const uint16_t*>(data) + static_cast<long>(n) * cols, cols);
-      case WeightFormat::kFp8Block32: {
-        int kblocks = (cols + 31) / 32;
+      case WeightFormat::kFp8Block32:
         return dot_fp8_block32(LinearInput{x, x_scale}, static_cast<const uint8_t*>(data) + static_cast<long>(n) * cols,
-                               scales + static_cast<long>(n / 32) * kblocks, cols);
-      }
+                               scale_row(n), cols);
       case WeightFormat::kFp4Block32:
         return dot_fp4_block32(LinearInput{x, x_scale}, static_cast<const uint8_t*>(data) + static_cast<long>(n) * (cols / 2),
-                               scales + static_cast<long>(n) * ((cols + 31) / 32), cols);
+                               scale_row(n), cols);
     }
     return 0.0f;
+  }
+
+  /// Row-major fp8/fp4: the block scales of row n, one per 32 columns (fp8 shares them across a
+  /// 32-row block, fp4 has its own row).
+  DS41_HD const float* scale_row(int n) const {
+    const long kblocks = (cols + 31) / 32;
+    return scales + (format == WeightFormat::kFp8Block32 ? static_cast<long>(n / 32) : static_cast<long>(n)) * kblocks;
   }
 
   /// Element (n, k) as a float.
