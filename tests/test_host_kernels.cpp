@@ -481,6 +481,21 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   CHECK(host_gemv::fp4int::prepare(qe.data(), 32, words, units).block_unit[0] == 0.0f);
   CHECK(e.view().dot(xe.data(), 0) == 51072.046875f);  // the float order's rounding, not 51072.04296875
   CHECK(compare_panel_gemv(e, ep.view, xe, pool) == 0);
+  // the int16 lane bound alone: t = 4, the top 448·2^9 >> 4 = 14336 < 2^16 and the sum bound holds,
+  // but the 16 columns {0, 1, 4, 5} + 8g feed one 16-bit lane with 240 each: at weight +6 (w2 = 12)
+  // the lane would sum 46080, past 32767, and wrap
+  for (auto& b : e.payload) b = 0x77;  // code 7 (+6) in every nibble
+  PanelMatrix six(e);
+  std::vector<float> xl(32, 0.0f);
+  for (int g = 0; g < 4; ++g)
+    for (int c : {0, 1, 4, 5}) xl[8 * g + c] = 7.5f;  // e4m3, xi = 3840 = 240·2^4
+  xl[2] = 448.0f;                                     // act_quant's scale 1: q = x
+  xl[3] = 0.28125f;                                   // 9·2^-5: xi = 144, the lowest bit 2^4
+  std::vector<float> ql(32), qsl(1);
+  act_quant_row(xl.data(), 32, ql.data(), qsl.data());
+  CHECK(qsl[0] == 1.0f);
+  CHECK(host_gemv::fp4int::prepare(ql.data(), 32, words, units).block_unit[0] == 0.0f);
+  CHECK(compare_panel_gemv(e, six.view, xl, pool) == 0);
 }
 #endif
 
