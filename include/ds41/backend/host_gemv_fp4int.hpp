@@ -10,12 +10,13 @@
 // blocks that fail it (a |q| far below the block's largest, with odd low bits), the K tail and
 // non-panel rows take the float path. For the others `vpmaddubsw` multiplies 32 weights at a time:
 // xi >> t (< 2^16) as two unsigned byte planes against the weights as signed bytes w2 (the sign
-// of q folded into the code's sign bit), pairs widened by `vpmaddwd`. About 17 operations per 64
+// of q folded into the code's sign bit), pairs widened by `vpmaddwd`. About 16 operations per 64
 // weights against ~35 for the float table decoder (host_gemv_panels.hpp Fp4Columns).
 //
-// Panel order (host_panels.hpp): a 32-byte group holds 8 rows x 8 columns, byte 4j + i%4 + 16(i/4)
-// = row i's codes for columns j (low nibble) and j + 4 (high). One in-lane byte transpose puts
-// row i's four columns in consecutive bytes, the pairs `vpmaddubsw` adds.
+// Panel order (host_panels.hpp): a 32-byte group holds 8 rows x 8 columns, byte 4(i%4) + j +
+// 16(i/4) = row i's codes for columns j (low nibble) and j + 4 (high), fp4_panel_code_byte. Row
+// i's four bytes are consecutive, the pairs `vpmaddubsw` adds, so a group needs no shuffle before
+// its nibbles are looked up (a transpose here cost 4-8% in cache).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -124,8 +125,6 @@ inline Planes prepare(const float* q, int K, HostBuffer<uint32_t>& words, HostBu
 /// every 2 groups, which also held 4 more int32 sums live.
 template <int NI>
 inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m256i (&sum)[NI]) {
-  const __m256i transpose = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,  //
-                                             0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   const __m256i w2 = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
                                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -137,8 +136,8 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
     const __m256i x2 = _mm256_set1_epi32(static_cast<int>(x[2])), x3 = _mm256_set1_epi32(static_cast<int>(x[3]));
     const __m256i sign = _mm256_set1_epi32(static_cast<int>(x[4]));
     for (int v = 0; v < NI; ++v) {
-      // the sign of q into the code's sign bit, then row i's four columns into consecutive bytes
-      const __m256i raw = _mm256_xor_si256(_mm256_shuffle_epi8(panels::load_group(panel0 + v * pb, g), transpose), sign);
+      // the sign of q into the code's sign bit (row i's four bytes lie consecutively)
+      const __m256i raw = _mm256_xor_si256(panels::load_group(panel0 + v * pb, g), sign);
       const __m256i wl = _mm256_shuffle_epi8(w2, _mm256_and_si256(raw, nibble));
       const __m256i wh = _mm256_shuffle_epi8(w2, _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble));
       s0[v] = _mm256_add_epi16(s0[v], _mm256_add_epi16(_mm256_maddubs_epi16(x0, wl), _mm256_maddubs_epi16(x1, wh)));
@@ -159,30 +158,35 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K);
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  const long kblocks = (K + 31) / 32;
   __m256 acc[NP];
   for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
+  // each branch applies its own scales: a part[] array live across the join cost ~5% in cache
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
-    __m256 part[NP];
     for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
-      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, (K + 31) / 32, p0 + NP + v, bi), kPanelRows * sizeof(float));
+      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));
     }
+    const __m256 sx = _mm256_broadcast_ss(x_scale + bi);
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {
       const __m256 u = _mm256_set1_ps(unit);
       __m256i sum[NP];
       block_sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
-      for (int v = 0; v < NP; ++v) part[v] = _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u);
+      for (int v = 0; v < NP; ++v)
+        acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx,
+                                   _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi)));
     } else {
+      __m256 part[NP];
       for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
       if (kb + 32 <= K)
         panels::add_groups<panels::Fp4Columns, NP, false>(q, panel0, pb, kb / kGroupK, (kb + 32) / kGroupK, K, part);
       else
         panels::add_groups<panels::Fp4Columns, NP, true>(q, panel0, pb, kb / kGroupK, (K + kGroupK - 1) / kGroupK, K, part);
+      for (int v = 0; v < NP; ++v)
+        acc[v] = panels::add_block(acc[v], part[v], sx, _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi)));
     }
-    const __m256 sx = _mm256_broadcast_ss(x_scale + bi);
-    for (int v = 0; v < NP; ++v) acc[v] = panels::add_block(acc[v], part[v], sx, panels::block_scales(w, p0 + v, bi));
   }
   for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
 }

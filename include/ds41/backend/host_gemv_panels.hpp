@@ -109,6 +109,10 @@ struct Fp8Columns {
 
 // e2m1 -> f32 by byte table lookups: every e2m1 value is a bf16 number, and a nibble (sign and
 // magnitude) indexes a 16-entry table directly. Low nibbles are columns 0-3, high nibbles 4-7.
+// The fp4 panel order keeps a row's 4 bytes together (fp4_panel_code_byte, for the integer
+// GEMV); a 4x4 byte transpose in each 128-bit lane gives the column-major order
+// widen_bf16_bytes needs. Only prefill (one decode per 32-column block and up to kRowChunk input
+// rows) and the decode GEMV's rare float-path blocks come here.
 struct Fp4Columns {
   static constexpr int kGroup = 8;
   static void columns(__m256i g, __m256* c) {
@@ -117,6 +121,8 @@ struct Fp4Columns {
                                    0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0);
     const __m256i second = byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,  //
                                       0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0);
+    const __m256i transpose = byte_table(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    g = _mm256_shuffle_epi8(g, transpose);
     const __m256i lo = _mm256_and_si256(g, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble);
     widen_bf16_bytes(_mm256_shuffle_epi8(top, lo), _mm256_shuffle_epi8(second, lo), c);
     widen_bf16_bytes(_mm256_shuffle_epi8(top, hi), _mm256_shuffle_epi8(second, hi), c + 4);

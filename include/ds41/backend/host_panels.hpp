@@ -9,8 +9,9 @@
 // Layout, panel p = stored rows [8p, 8p + 8) (rows past the end are zeros):
 //   payload: panel p at p * panel_bytes(format, cols); inside it, group q (K positions
 //            [q*g, q*g + g)) at q * 32. f32/bf16: row 8p + i's row-major 4 bytes of the group at
-//            4i. fp8/fp4: row 8p + i's code for column j at byte panel_code_byte(i, j) (fp4: low
-//            nibble for j < 4, high for j >= 4), the order the decoder widens bytes into lanes in.
+//            4i. fp8: row 8p + i's code for column j at byte panel_code_byte(i, j), the order
+//            the decoder widens bytes into lanes in. fp4: at fp4_panel_code_byte(i, j), low
+//            nibble for j < 4, high for j >= 4 (row i's 4 bytes consecutive).
 //            The K tail is padded with zero codes.
 //   scales:  fp8: unchanged, [ceil(N/32), ceil(K/32)]. fp4: [panel][kblock][8 rows].
 // The same memory as row-major up to the padding: the packed copy replaces the original.
@@ -70,7 +71,7 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
       case WeightFormat::kFp4Block32:
         for (int k = 0; k < src.cols; ++k) {
           const uint8_t code = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 0xF;
-          panel[(k / 8) * 32 + panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
+          panel[(k / 8) * 32 + fp4_panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
         }
         break;
     }

@@ -119,10 +119,14 @@ constexpr int kPanelRows = 8;
 DS41_HD int panel_group_k(WeightFormat f) {
   return f == WeightFormat::kF32 ? 1 : f == WeightFormat::kBF16 ? 2 : f == WeightFormat::kFp8Block32 ? 4 : 8;
 }
-/// Panel layout, fp8 and fp4: the byte of a group holding row i's code for column j (fp4: column
-/// j's nibble, the low one for j < 4, the high one for j >= 4). f32 and bf16 keep row i's 4
-/// row-major bytes at 4i. This order lets the host decoder widen bytes to f32 lanes in place.
+/// Panel layout, fp8: the byte of a group holding row i's code for column j. f32 and bf16 keep
+/// row i's 4 row-major bytes at 4i. This order lets the host decoder widen bytes to f32 lanes in
+/// place.
 DS41_HD int panel_code_byte(int i, int j) { return 4 * (j % 4) + (i % 4) + 16 * (i / 4); }
+/// Panel layout, fp4: the byte of a group holding row i's code for column j, the low nibble for
+/// j < 4 and the high one for j >= 4. Row i's 4 bytes are consecutive: the integer decode GEMV
+/// (host_gemv_fp4int.hpp) multiplies them as they lie, and the float decoder transposes first.
+DS41_HD int fp4_panel_code_byte(int i, int j) { return 4 * (i % 4) + (j % 4) + 16 * (i / 4); }
 /// Bytes of one panel: ceil(cols / group) groups of 8 rows x 4 bytes (the K tail padded with zeros).
 DS41_HD long panel_bytes(WeightFormat f, int cols) {
   const int g = panel_group_k(f);
@@ -237,7 +241,7 @@ struct MatrixView {
       case WeightFormat::kBF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(group + 4 * i)[k % 2]);
       case WeightFormat::kFp8Block32: return e4m3_decode(group[panel_code_byte(i, k % 4)]);
       case WeightFormat::kFp4Block32: {
-        uint8_t byte = group[panel_code_byte(i, k % 8)];
+        uint8_t byte = group[fp4_panel_code_byte(i, k % 8)];
         return e2m1_decode(k % 8 >= 4 ? (byte >> 4) : (byte & 0xF));
       }
     }
