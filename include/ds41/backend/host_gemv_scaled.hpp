@@ -23,9 +23,9 @@
 // exact subnormals), and matrices pack() did not mark `host_scaled_decode` (codes often
 // subnormal — a multiply with a subnormal operand is slow on this CPU family, and trained weights
 // have ~1 in 10^4 such codes, uniform random bytes 1 in 18).
-// fp4 keeps its table decoder: the same scheme needs a byte lookup per code first (e2m1's 0.5
-// would otherwise be an f32 subnormal) and measured 12.4 against the table decoder's 14.3
-// Gweights/s (one core, in cache).
+// fp4 does not use this scheme: it needs a byte lookup per code first (e2m1's 0.5 would
+// otherwise be an f32 subnormal) and measured 12.4 against the table decoder's 14.3 Gweights/s
+// (one core, in cache); fp4 decode GEMVs sum in integers instead (host_gemv_fp4int.hpp).
 #pragma once
 #include <algorithm>
 #include <cmath>
