@@ -95,7 +95,13 @@ struct PanelMatrix {
   HostBuffer<float> scales;
   MatrixView view;
   explicit PanelMatrix(const HostTensor& t) {
-    REQUIRE(HostBackend::upload_linear_weights(t.view(), payload, scales, view));
+    // packed directly rather than through upload_linear_weights, which keeps row-major weights
+    // where the vector kernels are not compiled: a portable build still checks the panel layout
+    // through the scalar path (MatrixView::panel_value)
+    REQUIRE(host_panels::packable(t.view()));
+    payload = HostBuffer<uint8_t>(host_panels::payload_bytes(t.format, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])));
+    scales = HostBuffer<float>(host_panels::scale_count(t.format, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])));
+    view = host_panels::pack(t.view(), payload.data(), scales.data());
     REQUIRE(view.layout == WeightLayout::kPanels8);
   }
 };

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The portable leg of CI: the whole test suite built without -march=native, so the host backend's
+# scalar fallback (no AVX2: row-major and panel weights through MatrixView::dot) is what runs,
+# against the same goldens. The vector kernels are checked by the README's test command.
+#   scripts/check_portable.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
+  -DDS41_BUILD_BENCHMARKS=OFF
+cmake --build build-portable -j2
+ctest --test-dir build-portable --output-on-failure
