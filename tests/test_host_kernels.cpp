@@ -99,8 +99,9 @@ struct PanelMatrix {
     // where the vector kernels are not compiled: a portable build still checks the panel layout
     // through the scalar path (MatrixView::panel_value)
     REQUIRE(host_panels::packable(t.view()));
-    payload = HostBuffer<uint8_t>(host_panels::payload_bytes(t.format, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])));
-    scales = HostBuffer<float>(host_panels::scale_count(t.format, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1])));
+    const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
+    payload = HostBuffer<uint8_t>(host_panels::payload_bytes(t.format, rows, cols));
+    scales = HostBuffer<float>(host_panels::scale_count(t.format, rows, cols));
     view = host_panels::pack(t.view(), payload.data(), scales.data());
     REQUIRE(view.layout == WeightLayout::kPanels8);
   }

@@ -47,8 +47,8 @@ struct Planes {
 ///   plane, the products of 16 columns in one lane: columns {0, 1, 4, 5} + 8g or {2, 3, 6, 7} + 8g
 ///   of the block's 4 groups g. The adds wrap modulo 2^16, so the final lane is exact whenever the
 ///   true sum fits: 12·Σ plane bytes <= 32767 (|w2| <= 12; a maddubs pair sum is at most
-///   2·255·12, never saturated). For bf16-like activations (normal, 32 per block) this held for
-///   every block that passed the other tests (81920 columns checked).
+///   2·255·12, never saturated). For Gaussian and for SwiGLU-like bf16 activations (2880 blocks
+///   each) it turned away no block that passed the other tests.
 inline float prepare_block(const float* q, uint32_t* words) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i byte_mask = _mm256_set1_epi32(0xFF);
@@ -121,8 +121,8 @@ inline Planes prepare(const float* q, int K, HostBuffer<uint32_t>& words, HostBu
 /// integers S of S·2^(t-10). The panels advance in lock-step, so that their independent sums
 /// interleave in program order rather than only in the out-of-order window (one core, in cache:
 /// 21 -> 24 Gweights/s through host_gemv::linear, register spills and all). Each plane sums the
-/// whole block in 16-bit lanes (prepare_block's third test) and widens once: +13% in cache over widening
-/// every 2 groups, which also held 4 more int32 sums live.
+/// whole block in 16-bit lanes (prepare_block's third test) and widens once: +13% in cache over
+/// widening every 2 groups, which also held 4 more int32 sums live.
 template <int NI>
 inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m256i (&sum)[NI]) {
   const __m256i w2 = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
@@ -162,6 +162,9 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   __m256 acc[NP];
   for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   // each branch applies its own scales: a part[] array live across the join cost ~5% in cache
+  const auto row_scales = [&](int v, int bi) {
+    return _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi));
+  };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
     for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
@@ -175,8 +178,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
       __m256i sum[NP];
       block_sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
       for (int v = 0; v < NP; ++v)
-        acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx,
-                                   _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi)));
+        acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx, row_scales(v, bi));
     } else {
       __m256 part[NP];
       for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
@@ -185,7 +187,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
       else
         panels::add_groups<panels::Fp4Columns, NP, true>(q, panel0, pb, kb / kGroupK, (K + kGroupK - 1) / kGroupK, K, part);
       for (int v = 0; v < NP; ++v)
-        acc[v] = panels::add_block(acc[v], part[v], sx, _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi)));
+        acc[v] = panels::add_block(acc[v], part[v], sx, row_scales(v, bi));
     }
   }
   for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);

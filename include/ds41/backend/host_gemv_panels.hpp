@@ -122,8 +122,9 @@ struct Fp4Columns {
     const __m256i second = byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,  //
                                       0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0);
     const __m256i transpose = byte_table(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    g = _mm256_shuffle_epi8(g, transpose);
-    const __m256i lo = _mm256_and_si256(g, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble);
+    const __m256i by_column = _mm256_shuffle_epi8(g, transpose);  // byte 4j + i%4 + 16(i/4)
+    const __m256i lo = _mm256_and_si256(by_column, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(by_column, 4), nibble);
     widen_bf16_bytes(_mm256_shuffle_epi8(top, lo), _mm256_shuffle_epi8(second, lo), c);
     widen_bf16_bytes(_mm256_shuffle_epi8(top, hi), _mm256_shuffle_epi8(second, hi), c + 4);
   }
