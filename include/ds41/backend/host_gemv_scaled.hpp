@@ -4,11 +4,14 @@
 // Why: the table decoder (host_gemv_panels.hpp: Fp8Columns) spends ~13 shuffle-unit operations
 // per 32 codes on byte-table lookups and widening unpacks, and on this CPU family the shuffle
 // units, not memory, bound the GEMV (llvm-mca, Zen 3: ~34 cycles per 128 weights). Here a
-// pair of columns of 8 rows costs 5 integer operations and two fused multiply-adds
-// (decode_column_pair; the FMA is exact here, see below), spread over all four vector pipes, with
-// two 32-column blocks in flight so that 8 independent sums hide the FMA latency. Measured, one
-// core, in cache, through host_gemv::linear: table decoder 10.7, scaled with multiply + add 12,
-// this ~17 Gweights/s.
+// pair of columns of 8 rows costs 4 or 5 integer operations, one of which loads the group, and
+// two fused multiply-adds (decode_column_pair; the FMA is exact here, see below), spread over all
+// four vector pipes, with two 32-column blocks in flight so that 8 independent sums hide the FMA
+// latency. Measured, one core, in cache, through host_gemv::linear: table decoder 10.7, scaled
+// with multiply + add 12, with a shuffle per pair (the panel order before panel_code_byte kept
+// a row's codes together) ~16.5, this ~18.4 Gweights/s. The loop is bound by how many vector
+// operations this core issues per cycle (~4 measured), not by any one pipe: every operation
+// taken out of a pair shows.
 // The 2^-120 is paid back without a multiply per weight: x is pre-scaled (x' = x·2^60), so
 // x'·w' = x·w·2^-60, and each block's partial sum is scaled back by 2^60 (part'·2^60 = part,
 // exactly) before the reference's (part·s_x)·s_w. Every rounding is the reference's, because
@@ -78,52 +81,34 @@ inline bool decode_suits(WeightFormat f, const uint8_t* codes, long n_codes) {
   return subnormal * 512 <= n_codes;
 }
 
-/// vpshufb control giving, in each 128-bit half, lane d the half's byte 4j + d (row d's code for
-/// column j, panel_code_byte) in its top byte and zeros below. Column j + 1's control is this + 4
-/// per byte (the zeroing bytes stay >= 0x80).
-inline __m256i column0_control() {
-  const char z = static_cast<char>(0x80);
-  return _mm256_setr_epi8(z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3,  //
-                          z, z, z, 0, z, z, z, 1, z, z, z, 2, z, z, z, 3);
+/// Codes of a 32-byte group `codes` (row d's 4 codes in lane d, panel_code_byte) shifted for
+/// keep_weight: vpmulhw by 2^12 (an integer-multiply unit, which folds the group's load) shifts
+/// each 16-bit half right by 4 with its sign copied, so the half's high byte c becomes sign |
+/// c[6:0] << 4 below three more sign copies. Columns 0 and 1 are the halves' high bytes
+/// (j == 0); for columns 2 and 3 (j == 2) a 16-bit shift moves the low bytes up first.
+inline __m256i shifted_pair(__m256i codes, int j) {
+  const __m256i by_2_12 = _mm256_set1_epi16(1 << 12);
+  return _mm256_mulhi_epi16(j == 0 ? codes : _mm256_slli_epi16(codes, 8), by_2_12);
 }
-
-/// vpmulhw by 2^12 (an integer-multiply unit, off the shuffle units): each 16-bit half of a lane
-/// shifted right by 4 with its sign copied, so a code c placed in the half's top byte becomes
-/// sign | c[6:0] << 4 below three more sign copies.
-inline __m256i shift_codes(__m256i placed) { return _mm256_mulhi_epi16(placed, _mm256_set1_epi16(1 << 12)); }
 
 /// The float w' = w·2^-120 from a lane whose top half holds a shifted code: sign | c[6:0] << 20.
 inline __m256 keep_weight(__m256i shifted) {
   return _mm256_castsi256_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(static_cast<int>(0x87F00000u))));
 }
 
-/// The 8 rows of one panel for column j of a 32-byte group `codes` (control: column0_control()
-/// + 4j per byte), as w'.
-inline __m256 decode_column(__m256i codes, __m256i control) {
-  return keep_weight(shift_codes(_mm256_shuffle_epi8(codes, control)));
-}
-
-/// vpshufb control for columns j and j + 1 of a group (j even): in each 128-bit half, lane d gets
-/// row d's code for column j in its top byte and for column j + 1 in byte 1, zeros in bytes 0 and 2.
-inline __m256i column_pair_control(int j) {
-  alignas(32) int8_t c[32];
-  for (int h = 0; h < 2; ++h)
-    for (int d = 0; d < 4; ++d) {
-      int8_t* lane = c + 16 * h + 4 * d;
-      lane[0] = lane[2] = static_cast<int8_t>(0x80);
-      lane[1] = static_cast<int8_t>(4 * (j + 1) + d);
-      lane[3] = static_cast<int8_t>(4 * j + d);
-    }
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(c));
-}
-
-/// Columns j and j + 1 as w', with one shuffle and one shift for both: the lane's top half
-/// gives column j, its bottom half, moved up, column j + 1 (5 operations per 2 columns, not 6:
-/// one core, in cache, +12%).
-inline void decode_column_pair(__m256i codes, __m256i control, __m256& wj, __m256& wj1) {
-  const __m256i shifted = shift_codes(_mm256_shuffle_epi8(codes, control));
+/// Columns j and j + 1 (j = 0 or 2) of a group as w': the lanes' high halves give column j,
+/// their low halves, moved up, column j + 1 (5 integer operations per 2 columns with no shuffle,
+/// or 4 for j == 0).
+inline void decode_column_pair(__m256i codes, int j, __m256& wj, __m256& wj1) {
+  const __m256i shifted = shifted_pair(codes, j);
   wj = keep_weight(shifted);
   wj1 = keep_weight(_mm256_slli_epi32(shifted, 16));
+}
+
+/// Column j (0-3) of a group as w'.
+inline __m256 decode_column(__m256i codes, int j) {
+  const __m256i shifted = shifted_pair(codes, j & 2);
+  return keep_weight(j & 1 ? _mm256_slli_epi32(shifted, 16) : shifted);
 }
 
 /// part[b][v] += Σ over the 8 groups from q0[b] (all 4 columns inside K) of panel p0 + v, in K
@@ -132,7 +117,6 @@ inline void decode_column_pair(__m256i codes, __m256i control, __m256& wj, __m25
 /// a row's sum is a chain of dependent adds, and 4 chains of 4-cycle FMAs leave the pipes idle.
 template <int B, int NP>
 inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const int (&q0)[B], __m256 (&part)[B][NP]) {
-  const __m256i control[2] = {column_pair_control(0), column_pair_control(2)};
   for (int i = 0; i < panels::kBlockK / 4; ++i)
     for (int j = 0; j < 4; j += 2) {
       __m256 x0[B], x1[B];
@@ -143,7 +127,7 @@ inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const in
       for (int v = 0; v < NP; ++v)
         for (int b = 0; b < B; ++b) {
           __m256 wj, wj1;
-          decode_column_pair(panels::load_group(panel0 + v * pb, q0[b] + i), control[j / 2], wj, wj1);
+          decode_column_pair(panels::load_group(panel0 + v * pb, q0[b] + i), j, wj, wj1);
           part[b][v] = _mm256_fmadd_ps(x1[b], wj1, _mm256_fmadd_ps(x0[b], wj, part[b][v]));
         }
     }
@@ -187,10 +171,8 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
     } else {  // the K tail, column by column
       for (int k = kb; k < K; ++k) {
         const __m256 xk = _mm256_broadcast_ss(xs + k);
-        __m256i control = column0_control();
-        for (int j = 0; j < k % g; ++j) control = _mm256_add_epi8(control, _mm256_set1_epi8(4));
         for (int v = 0; v < NP; ++v)
-          part[0][v] = _mm256_fmadd_ps(xk, decode_column(panels::load_group(panel0 + v * pb, k / g), control), part[0][v]);
+          part[0][v] = _mm256_fmadd_ps(xk, decode_column(panels::load_group(panel0 + v * pb, k / g), k % g), part[0][v]);
       }
     }
     finish_block(kb, part[0]);

@@ -9,9 +9,10 @@
 // Layout, panel p = stored rows [8p, 8p + 8) (rows past the end are zeros):
 //   payload: panel p at p * panel_bytes(format, cols); inside it, group q (K positions
 //            [q*g, q*g + g)) at q * 32. f32/bf16: row 8p + i's row-major 4 bytes of the group at
-//            4i. fp8: row 8p + i's code for column j at byte panel_code_byte(i, j), the order
-//            the decoder widens bytes into lanes in. fp4: at fp4_panel_code_byte(i, j), low
-//            nibble for j < 4, high for j >= 4 (row i's 4 bytes consecutive).
+//            4i. fp8: row 8p + i's code for column j at byte panel_code_byte(i, j) (row i's
+//            4 bytes consecutive, in the order the scaled decoder's 16-bit shifts take them).
+//            fp4: at fp4_panel_code_byte(i, j), low nibble for j < 4, high for j >= 4 (row i's
+//            4 bytes consecutive).
 //            The K tail is padded with zero codes.
 //   scales:  fp8: unchanged, [ceil(N/32), ceil(K/32)]. fp4: [panel][kblock][8 rows].
 // The same memory as row-major up to the padding: the packed copy replaces the original.

@@ -120,9 +120,11 @@ DS41_HD int panel_group_k(WeightFormat f) {
   return f == WeightFormat::kF32 ? 1 : f == WeightFormat::kBF16 ? 2 : f == WeightFormat::kFp8Block32 ? 4 : 8;
 }
 /// Panel layout, fp8: the byte of a group holding row i's code for column j. f32 and bf16 keep
-/// row i's 4 row-major bytes at 4i. This order lets the host decoder widen bytes to f32 lanes in
-/// place.
-DS41_HD int panel_code_byte(int i, int j) { return 4 * (j % 4) + (i % 4) + 16 * (i / 4); }
+/// row i's 4 row-major bytes at 4i. fp8 keeps row i's 4 codes together too, columns 0, 1, 2, 3 at
+/// bytes 3, 1, 2, 0 of them: read as a 32-bit lane of two 16-bit halves, columns 0 and 1 are the
+/// halves' high bytes and 2 and 3 their low bytes, where the scaled decode GEMV
+/// (host_gemv_scaled.hpp) shifts them from without a shuffle; the table decoder shuffles first.
+DS41_HD int panel_code_byte(int i, int j) { return 4 * (i % 4) + ((0x0213 >> (4 * (j % 4))) & 0xF) + 16 * (i / 4); }
 /// Panel layout, fp4: the byte of a group holding row i's code for column j, the low nibble for
 /// j < 4 and the high one for j >= 4. Row i's 4 bytes are consecutive: the integer decode GEMV
 /// (host_gemv_fp4int.hpp) multiplies them as they lie, and the float decoder transposes first.
