@@ -68,7 +68,7 @@ inline __m256i byte_table(B... b) {
 /// f32 vectors from the top two bytes of each value (high[i], low[i] for code byte i).
 /// vpunpck{l,h}bw then vpunpck{l,h}wd with zero stay within 128-bit lanes, so vector t gets code
 /// bytes 4t..4t+3 (lanes 0-3) and 16+4t..16+4t+3 (lanes 4-7): the column-major order the fp8
-/// and fp4 decoders shuffle their groups into first (by_column below).
+/// and fp4 decoders shuffle their groups into first (their `transpose` tables below).
 inline void widen_bf16_bytes(__m256i high, __m256i low, __m256* c) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i w0 = _mm256_unpacklo_epi8(low, high), w1 = _mm256_unpackhi_epi8(low, high);
@@ -90,8 +90,8 @@ struct Fp8Columns {
   static constexpr int kGroup = 4;
   static void columns(__m256i group, __m256* c) {
     // byte 4j + d <- row d's code for column j, byte panel_code_byte(d, j)
-    const __m256i by_column = byte_table(3, 7, 11, 15, 1, 5, 9, 13, 2, 6, 10, 14, 0, 4, 8, 12);
-    const __m256i g = _mm256_shuffle_epi8(group, by_column);
+    const __m256i transpose = byte_table(3, 7, 11, 15, 1, 5, 9, 13, 2, 6, 10, 14, 0, 4, 8, 12);
+    const __m256i g = _mm256_shuffle_epi8(group, transpose);
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     const __m256i h = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble), l = _mm256_and_si256(g, nibble);
     const __m256i top_of_h = byte_table(0x00, 0x3D, 0x3E, 0x3F, 0x40, 0x41, 0x42, 0x43,  //

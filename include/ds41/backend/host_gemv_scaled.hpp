@@ -8,10 +8,9 @@
 // two fused multiply-adds (decode_column_pair; the FMA is exact here, see below), spread over all
 // four vector pipes, with two 32-column blocks in flight so that 8 independent sums hide the FMA
 // latency. Measured, one core, in cache, through host_gemv::linear: table decoder 10.7, scaled
-// with multiply + add 12, with a shuffle per pair (the panel order before panel_code_byte kept
-// a row's codes together) ~16.5, this ~18.4 Gweights/s. The loop is bound by how many vector
-// operations this core issues per cycle (~4 measured), not by any one pipe: every operation
-// taken out of a pair shows.
+// with multiply + add 12, with a shuffle per pair (from an earlier, column-major panel order)
+// ~16.5, this ~18.4 Gweights/s. The loop is bound by how many vector operations this core
+// issues per cycle (~4 measured), not by any one pipe: every operation taken out of a pair shows.
 // The 2^-120 is paid back without a multiply per weight: x is pre-scaled (x' = x·2^60), so
 // x'·w' = x·w·2^-60, and each block's partial sum is scaled back by 2^60 (part'·2^60 = part,
 // exactly) before the reference's (part·s_x)·s_w. Every rounding is the reference's, because
