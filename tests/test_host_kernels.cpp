@@ -701,8 +701,8 @@ void sparse_attn_head_one_at_a_time(const float* q, const float* kv, long kv_str
 TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time bits") {
   std::mt19937 rng(59);
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
-  for (int D : {1, 7, 32, 100, 512})
-    for (int n : {1, 5, 8, 64, 65, 200}) {
+  for (int D : {1, 7, 32, 40, 100, 108, 512})  // 32-wide output groups, then 8-wide, then single
+    for (int n : {1, 5, 8, 9, 16, 17, 64, 65, 200}) {  // score groups of 16 rows, 8, and part-filled
       const int rows = 150;
       std::vector<float> q(D), kv(static_cast<size_t>(rows) * (D + 3));
       for (auto& v : q) v = uni(rng);
@@ -722,22 +722,25 @@ TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time
 }
 
 #if defined(__AVX2__)
-TEST_CASE("avx2::dot8_in_order: 8 dot products, each in d order (attention scores are bf16-blurred downstream)") {
+TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (attention scores are bf16-blurred downstream)") {
   std::mt19937 rng(67);
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
   for (int D : {1, 7, 8, 9, 100, 512}) {
-    std::vector<float> q(D), rows(8 * static_cast<size_t>(D + 5));
+    std::vector<float> q(D), rows(16 * static_cast<size_t>(D + 5));
     for (auto& v : q) v = uni(rng);
     for (auto& v : rows) v = uni(rng);
-    const float* k[8];
-    for (int j = 0; j < 8; ++j) k[j] = rows.data() + static_cast<size_t>(j) * (D + 5);
-    float dot[8];
-    avx2::dot8_in_order(q.data(), k, D, dot);
+    const float* k[16];
+    for (int j = 0; j < 16; ++j) k[j] = rows.data() + static_cast<size_t>(j) * (D + 5);
+    float dot8[8], dot16[16];
+    avx2::dot8_in_order(q.data(), k, D, dot8);
+    avx2::dot_rows_in_order<2>(q.data(), k, D, dot16);
     CAPTURE(D);
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 16; ++j) {
       float ref = 0.0f;
       for (int d = 0; d < D; ++d) ref += q[d] * k[j][d];
-      CHECK(same_bits(dot[j], ref));
+      CAPTURE(j);
+      if (j < 8) CHECK(same_bits(dot8[j], ref));
+      CHECK(same_bits(dot16[j], ref));
     }
   }
 }

@@ -19,24 +19,27 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
                               int D, float sink, float scale, float* out) {
   // Each score and each output element keeps its own sum in the reference's order; on the host the
   // loops run 8 of those sums side by side (8 scores: transposed rows, simd_avx2.hpp; 8 output
-  // elements: one vector), as one 512-long dependent chain at a time is latency-bound.
-  constexpr int kLanes = 8;
+  // elements: one vector), as one 512-long dependent chain at a time is latency-bound, and keep
+  // several such vectors in flight (16 scores, 32 output elements): a vector of sums is still
+  // one chain of dependent adds.
+  constexpr int kScoreRows = 16;
   for (int d = 0; d < D; ++d) out[d] = 0.0f;  // the f32 accumulator
   float m = -1e30f, den = 0.0f;
   float p[kAttnBlock];
   for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
     const int bn = n - b0 < kAttnBlock ? n - b0 : kAttnBlock;
     float bmax = -INFINITY;
-    for (int t0 = 0; t0 < bn; t0 += kLanes) {
-      const int tn = bn - t0 < kLanes ? bn - t0 : kLanes;
-      float dot[kLanes];
+    for (int t0 = 0; t0 < bn; t0 += kScoreRows) {
+      const int tn = bn - t0 < kScoreRows ? bn - t0 : kScoreRows;
+      float dot[kScoreRows];
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-      const float* k[kLanes];
-      for (int j = 0; j < kLanes; ++j) {
+      const float* k[kScoreRows];
+      for (int j = 0; j < kScoreRows; ++j) {
         const int r = j < tn ? idx[b0 + t0 + j] : -1;
         k[j] = r < 0 ? q : kv + static_cast<long>(r) * kv_stride;  // masked: any readable row, result unused
       }
-      avx2::dot8_in_order(q, k, D, dot);
+      if (tn > 8) avx2::dot_rows_in_order<2>(q, k, D, dot);  // one group of 8 rows, or two
+      else avx2::dot_rows_in_order<1>(q, k, D, dot);
 #else
       for (int j = 0; j < tn; ++j) {
         const int r = idx[b0 + t0 + j];
@@ -63,6 +66,21 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
     for (int t = 0; t < bn; ++t) p[t] = bf16_round(p[t]);  // the value sum takes bf16(p)
     int d0 = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+    constexpr int kLanes = 8, kVectors = 4;
+    for (; d0 + kVectors * kLanes <= D; d0 += kVectors * kLanes) {  // 32 output elements, each summed over t in order
+      __m256 blk[kVectors];
+      for (int u = 0; u < kVectors; ++u) blk[u] = _mm256_setzero_ps();
+      for (int t = 0; t < bn; ++t) {
+        const int r = idx[b0 + t];
+        if (r < 0) continue;
+        const __m256 pt = _mm256_set1_ps(p[t]);
+        const float* v = kv + static_cast<long>(r) * kv_stride + d0;
+        for (int u = 0; u < kVectors; ++u) blk[u] = _mm256_add_ps(blk[u], _mm256_mul_ps(pt, _mm256_loadu_ps(v + kLanes * u)));
+      }
+      const __m256 a = _mm256_set1_ps(alpha);
+      for (int u = 0; u < kVectors; ++u)
+        _mm256_storeu_ps(out + d0 + kLanes * u, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(out + d0 + kLanes * u), a), blk[u]));
+    }
     for (; d0 + kLanes <= D; d0 += kLanes) {  // 8 output elements, each summed over t in order
       __m256 blk = _mm256_setzero_ps();
       for (int t = 0; t < bn; ++t) {
