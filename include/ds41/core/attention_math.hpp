@@ -2,6 +2,7 @@
 // (shim C6): online softmax over blocks of 64 gathered rows, probabilities rounded to bf16 before
 // the value sum, the sink in the denominator only, -1 indices skipped, bf16 output.
 #pragma once
+#include <type_traits>
 #include "numeric.hpp"
 #include "reduce.hpp"
 #include "simd_avx2.hpp"
@@ -66,30 +67,24 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
     for (int t = 0; t < bn; ++t) p[t] = bf16_round(p[t]);  // the value sum takes bf16(p)
     int d0 = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-    constexpr int kLanes = 8, kVectors = 4;
-    for (; d0 + kVectors * kLanes <= D; d0 += kVectors * kLanes) {  // 32 output elements, each summed over t in order
-      __m256 blk[kVectors];
-      for (int u = 0; u < kVectors; ++u) blk[u] = _mm256_setzero_ps();
+    // out[d0 .. d0 + 8V) = out·alpha + Σ_t bf16(p[t])·v[t], each element's sum over t in order,
+    // V vectors (V add chains) at once
+    const auto value_sum = [&]<int V>(std::integral_constant<int, V>, int d) {
+      __m256 blk[V];
+      for (int u = 0; u < V; ++u) blk[u] = _mm256_setzero_ps();
       for (int t = 0; t < bn; ++t) {
         const int r = idx[b0 + t];
         if (r < 0) continue;
         const __m256 pt = _mm256_set1_ps(p[t]);
-        const float* v = kv + static_cast<long>(r) * kv_stride + d0;
-        for (int u = 0; u < kVectors; ++u) blk[u] = _mm256_add_ps(blk[u], _mm256_mul_ps(pt, _mm256_loadu_ps(v + kLanes * u)));
+        const float* v = kv + static_cast<long>(r) * kv_stride + d;
+        for (int u = 0; u < V; ++u) blk[u] = _mm256_add_ps(blk[u], _mm256_mul_ps(pt, _mm256_loadu_ps(v + 8 * u)));
       }
       const __m256 a = _mm256_set1_ps(alpha);
-      for (int u = 0; u < kVectors; ++u)
-        _mm256_storeu_ps(out + d0 + kLanes * u, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(out + d0 + kLanes * u), a), blk[u]));
-    }
-    for (; d0 + kLanes <= D; d0 += kLanes) {  // 8 output elements, each summed over t in order
-      __m256 blk = _mm256_setzero_ps();
-      for (int t = 0; t < bn; ++t) {
-        const int r = idx[b0 + t];
-        if (r < 0) continue;
-        blk = _mm256_add_ps(blk, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(kv + static_cast<long>(r) * kv_stride + d0)));
-      }
-      _mm256_storeu_ps(out + d0, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(out + d0), _mm256_set1_ps(alpha)), blk));
-    }
+      for (int u = 0; u < V; ++u)
+        _mm256_storeu_ps(out + d + 8 * u, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(out + d + 8 * u), a), blk[u]));
+    };
+    for (; d0 + 32 <= D; d0 += 32) value_sum(std::integral_constant<int, 4>{}, d0);
+    for (; d0 + 8 <= D; d0 += 8) value_sum(std::integral_constant<int, 1>{}, d0);
 #endif
     for (; d0 < D; ++d0) {
       float blk = 0.0f;
