@@ -732,7 +732,7 @@ TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (atten
     const float* k[16];
     for (int j = 0; j < 16; ++j) k[j] = rows.data() + static_cast<size_t>(j) * (D + 5);
     float dot8[8], dot16[16];
-    avx2::dot8_in_order(q.data(), k, D, dot8);
+    avx2::dot_rows_in_order<1>(q.data(), k, D, dot8);
     avx2::dot_rows_in_order<2>(q.data(), k, D, dot16);
     CAPTURE(D);
     for (int j = 0; j < 16; ++j) {

@@ -50,7 +50,6 @@ inline void dot_rows_in_order(const float* q, const float* const* k, int D, floa
   for (; d0 < D; ++d0)
     for (int j = 0; j < 8 * G; ++j) dot[j] += q[d0] * k[j][d0];
 }
-inline void dot8_in_order(const float* q, const float* const k[8], int D, float dot[8]) { dot_rows_in_order<1>(q, k, D, dot); }
 
 /// bf16_round on 8 lanes: round to nearest even on the top 16 bits, NaN kept as it is.
 inline __m256 bf16_round8(__m256 x) {
