@@ -15,6 +15,7 @@
 // block once into a buffer and applies it to up to kRowChunk input rows.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -65,10 +66,25 @@ inline __m256i byte_table(B... b) {
   return _mm256_setr_epi8(static_cast<char>(b)..., static_cast<char>(b)...);
 }
 
+/// vpshufb control that puts a panel group's code bytes in column-major order: in each 128-bit
+/// half, byte 4j + d <- row d's byte for column j, code_byte(d, j) (panel_code_byte for fp8,
+/// fp4_panel_code_byte for fp4's low-nibble columns 0-3; the high nibbles share the byte).
+template <int (*code_byte)(int, int)>
+inline __m256i column_major_control() {
+  static constexpr auto table = [] {
+    std::array<int8_t, 32> t{};
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 4; ++j)
+        for (int d = 0; d < 4; ++d) t[16 * h + 4 * j + d] = static_cast<int8_t>(code_byte(d, j));
+    return t;
+  }();
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table.data()));
+}
+
 /// f32 vectors from the top two bytes of each value (high[i], low[i] for code byte i).
 /// vpunpck{l,h}bw then vpunpck{l,h}wd with zero stay within 128-bit lanes, so vector t gets code
 /// bytes 4t..4t+3 (lanes 0-3) and 16+4t..16+4t+3 (lanes 4-7): the column-major order the fp8
-/// and fp4 decoders shuffle their groups into first (their `transpose` tables below).
+/// and fp4 decoders shuffle their groups into first (column_major_control).
 inline void widen_bf16_bytes(__m256i high, __m256i low, __m256* c) {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i w0 = _mm256_unpacklo_epi8(low, high), w1 = _mm256_unpackhi_epi8(low, high);
@@ -89,9 +105,7 @@ inline void widen_bf16_bytes(__m256i high, __m256i low, __m256* c) {
 struct Fp8Columns {
   static constexpr int kGroup = 4;
   static void columns(__m256i group, __m256* c) {
-    // byte 4j + d <- row d's code for column j, byte panel_code_byte(d, j)
-    const __m256i transpose = byte_table(3, 7, 11, 15, 1, 5, 9, 13, 2, 6, 10, 14, 0, 4, 8, 12);
-    const __m256i g = _mm256_shuffle_epi8(group, transpose);
+    const __m256i g = _mm256_shuffle_epi8(group, column_major_control<panel_code_byte>());
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     const __m256i h = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble), l = _mm256_and_si256(g, nibble);
     const __m256i top_of_h = byte_table(0x00, 0x3D, 0x3E, 0x3F, 0x40, 0x41, 0x42, 0x43,  //
@@ -126,8 +140,7 @@ struct Fp4Columns {
                                    0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0);
     const __m256i second = byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,  //
                                       0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0);
-    const __m256i transpose = byte_table(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m256i by_column = _mm256_shuffle_epi8(g, transpose);  // byte 4j + i%4 + 16(i/4)
+    const __m256i by_column = _mm256_shuffle_epi8(g, column_major_control<fp4_panel_code_byte>());
     const __m256i lo = _mm256_and_si256(by_column, nibble);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(by_column, 4), nibble);
     widen_bf16_bytes(_mm256_shuffle_epi8(top, lo), _mm256_shuffle_epi8(second, lo), c);

@@ -85,6 +85,9 @@ inline bool decode_suits(WeightFormat f, const uint8_t* codes, long n_codes) {
 /// each 16-bit half right by 4 with its sign copied, so the half's high byte c becomes sign |
 /// c[6:0] << 4 below three more sign copies. Columns 0 and 1 are the halves' high bytes
 /// (j == 0); for columns 2 and 3 (j == 2) a 16-bit shift moves the low bytes up first.
+static_assert(panel_code_byte(0, 0) == 3 && panel_code_byte(0, 1) == 1 && panel_code_byte(0, 2) == 2 &&
+                  panel_code_byte(0, 3) == 0,
+              "shifted_pair takes columns 0-3 from bytes 3, 1, 2, 0 of a row's lane");
 inline __m256i shifted_pair(__m256i codes, int j) {
   const __m256i by_2_12 = _mm256_set1_epi16(1 << 12);
   return _mm256_mulhi_epi16(j == 0 ? codes : _mm256_slli_epi16(codes, 8), by_2_12);

@@ -124,11 +124,11 @@ DS41_HD int panel_group_k(WeightFormat f) {
 /// bytes 3, 1, 2, 0 of them: read as a 32-bit lane of two 16-bit halves, columns 0 and 1 are the
 /// halves' high bytes and 2 and 3 their low bytes, where the scaled decode GEMV
 /// (host_gemv_scaled.hpp) shifts them from without a shuffle; the table decoder shuffles first.
-DS41_HD int panel_code_byte(int i, int j) { return 4 * (i % 4) + ((0x0213 >> (4 * (j % 4))) & 0xF) + 16 * (i / 4); }
+DS41_HD constexpr int panel_code_byte(int i, int j) { return 4 * (i % 4) + ((0x0213 >> (4 * (j % 4))) & 0xF) + 16 * (i / 4); }
 /// Panel layout, fp4: the byte of a group holding row i's code for column j, the low nibble for
 /// j < 4 and the high one for j >= 4. Row i's 4 bytes are consecutive: the integer decode GEMV
 /// (host_gemv_fp4int.hpp) multiplies them as they lie, and the float decoder transposes first.
-DS41_HD int fp4_panel_code_byte(int i, int j) { return 4 * (i % 4) + (j % 4) + 16 * (i / 4); }
+DS41_HD constexpr int fp4_panel_code_byte(int i, int j) { return 4 * (i % 4) + (j % 4) + 16 * (i / 4); }
 /// Bytes of one panel: ceil(cols / group) groups of 8 rows x 4 bytes (the K tail padded with zeros).
 DS41_HD long panel_bytes(WeightFormat f, int cols) {
   const int g = panel_group_k(f);
