@@ -221,6 +221,32 @@ void BM_SparseAttentionSink(benchmark::State& st) {
 }
 BENCHMARK(BM_SparseAttentionSink)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// The same query as CompressedAttnT's host path runs it: groups of attn_heads_per_item heads,
+// each gathered block read once per group (host_attention.hpp). Same bits as the per-head one.
+void BM_SparseAttentionSinkHeads(benchmark::State& st) {
+  const int nkeys = 128 + kIndexTopK;
+  std::vector<float> q = random_activations(kHeads * kHeadDim, 17), kv = random_activations(nkeys * kHeadDim, 18),
+                     out(kHeads * kHeadDim), sink(kHeads, 0.5f);
+  std::vector<int> idx(nkeys);
+  for (int j = 0; j < nkeys; ++j) idx[j] = j < 8 ? -1 : (j * 389) % nkeys;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  const int group = attn_heads_per_item(kHeads, HostBackend::threads());
+  for (auto _ : st) {
+    const float *pq = q.data(), *pkv = kv.data(), *ps = sink.data();
+    const int* pi = idx.data();
+    float* po = out.data();
+    HostBackend::for_each_heavy((kHeads + group - 1) / group, [=](long g) {
+      const int h0 = static_cast<int>(g) * group, hn = std::min(group, kHeads - h0);
+      sparse_attn_heads_host(pq + h0 * kHeadDim, pkv, kHeadDim, pi, nkeys, kHeadDim, hn, ps + h0, scale,
+                             po + h0 * kHeadDim);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  // bytes: the gathered rows (read once per group); FLOP: q·k and p·v
+  set_stream_counters(st, 4.0 * nkeys * kHeadDim, 4.0 * kHeads * nkeys * kHeadDim);
+}
+BENCHMARK(BM_SparseAttentionSinkHeads)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // Top-k alone: the candidate prefilter's block selection and the indexer's top 512. Args: n, k.
 void BM_TopK(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));

@@ -12,7 +12,6 @@
 #include "ds41/backend/host.hpp"
 #include "ds41/model/engram.hpp"
 #include "ds41/model/highway.hpp"
-#include "ds41/core/attention_math.hpp"
 #include "ds41/core/compress_math.hpp"
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -658,93 +657,6 @@ TEST_CASE("hc_post: the host expand_post gives the per-element formula's bits") 
     CHECK(bad == 0);
   }
 }
-
-namespace {
-
-/// sparse_attn_head written as the reference orders it, one sum at a time (the oracle for the
-/// host's side-by-side loops).
-void sparse_attn_head_one_at_a_time(const float* q, const float* kv, long kv_stride, const int* idx, int n, int D,
-                                    float sink, float scale, float* out) {
-  for (int d = 0; d < D; ++d) out[d] = 0.0f;
-  float m = -1e30f, den = 0.0f, p[kAttnBlock];
-  for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
-    const int bn = std::min(kAttnBlock, n - b0);
-    float bmax = -INFINITY;
-    for (int t = 0; t < bn; ++t) {
-      const int r = idx[b0 + t];
-      if (r < 0) {
-        p[t] = -INFINITY;
-        continue;
-      }
-      float dot = 0.0f;
-      for (int d = 0; d < D; ++d) dot += q[d] * kv[static_cast<long>(r) * kv_stride + d];
-      p[t] = dot * scale;
-      bmax = std::fmax(bmax, p[t]);
-    }
-    const float new_m = std::fmax(m, bmax), alpha = exp_sleef_u10(m - new_m);
-    for (int t = 0; t < bn; ++t) p[t] = idx[b0 + t] < 0 ? 0.0f : exp_sleef_u10(p[t] - new_m);
-    den = den * alpha + torch_order_sum(bn, [&](long t) { return p[t]; });
-    for (int d = 0; d < D; ++d) {
-      float blk = 0.0f;
-      for (int t = 0; t < bn; ++t)
-        if (idx[b0 + t] >= 0) blk += bf16_round(p[t]) * kv[static_cast<long>(idx[b0 + t]) * kv_stride + d];
-      out[d] = out[d] * alpha + blk;
-    }
-    m = new_m;
-  }
-  den = den + exp_sleef_u10(sink - m);
-  for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / den);
-}
-
-}  // namespace
-
-TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time bits") {
-  std::mt19937 rng(59);
-  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
-  for (int D : {1, 7, 32, 40, 100, 108, 512})  // 32-wide output groups, then 8-wide, then single
-    for (int n : {1, 5, 8, 9, 16, 17, 64, 65, 200}) {  // score groups of 16 rows, 8, and part-filled
-      const int rows = 150;
-      std::vector<float> q(D), kv(static_cast<size_t>(rows) * (D + 3));
-      for (auto& v : q) v = uni(rng);
-      for (auto& v : kv) v = bf16_round(uni(rng));
-      std::vector<int> idx(n);
-      for (auto& i : idx) i = static_cast<int>(rng() % (rows + rows / 8)) - rows / 8;  // some -1-like masks
-      for (auto& i : idx) i = i < 0 ? -1 : i;
-      std::vector<float> fast(D), ref(D);
-      sparse_attn_head(q.data(), kv.data(), D + 3, idx.data(), n, D, 0.25f, 0.1f, fast.data());
-      sparse_attn_head_one_at_a_time(q.data(), kv.data(), D + 3, idx.data(), n, D, 0.25f, 0.1f, ref.data());
-      CAPTURE(D);
-      CAPTURE(n);
-      long bad = 0;
-      for (int d = 0; d < D; ++d) bad += !same_bits(fast[d], ref[d]);
-      CHECK(bad == 0);
-    }
-}
-
-#if defined(__AVX2__)
-TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (attention scores are bf16-blurred downstream)") {
-  std::mt19937 rng(67);
-  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
-  for (int D : {1, 7, 8, 9, 100, 512}) {
-    std::vector<float> q(D), rows(16 * static_cast<size_t>(D + 5));
-    for (auto& v : q) v = uni(rng);
-    for (auto& v : rows) v = uni(rng);
-    const float* k[16];
-    for (int j = 0; j < 16; ++j) k[j] = rows.data() + static_cast<size_t>(j) * (D + 5);
-    float dot8[8], dot16[16];
-    avx2::dot_rows_in_order<1>(q.data(), k, D, dot8);
-    avx2::dot_rows_in_order<2>(q.data(), k, D, dot16);
-    CAPTURE(D);
-    for (int j = 0; j < 16; ++j) {
-      float ref = 0.0f;
-      for (int d = 0; d < D; ++d) ref += q[d] * k[j][d];
-      CAPTURE(j);
-      if (j < 8) CHECK(same_bits(dot8[j], ref));
-      CHECK(same_bits(dot16[j], ref));
-    }
-  }
-}
-#endif
 
 TEST_CASE("indexer scores: the host's 8 keys side by side give index_score_entry's bits") {
   std::mt19937 rng(61);

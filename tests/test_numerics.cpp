@@ -10,6 +10,7 @@
 #include "ds41/core/linear_math.hpp"
 #include "ds41/core/quant.hpp"
 #include "ds41/core/rope.hpp"
+#include "ds41/core/simd_avx2.hpp"
 #include "ds41/core/sinkhorn.hpp"
 #include "ds41/core/topk.hpp"
 
@@ -214,6 +215,48 @@ TEST_CASE("log1p_scalar is this libm's log1pf bit for bit (softplus's scalar tai
   INFO("tested " << tested << ", first mismatching input: bits " << first_bad << " = " << bits_f32(first_bad));
   CHECK(mismatches == 0);
 }
+
+#if defined(__AVX2__)
+TEST_CASE("exp_sleef_u10_8 is exp_sleef_u10 bit for bit on every lane (the host softmax's exps)") {
+  long tested = 0, mismatches = 0;
+  uint32_t first_bad = 0;
+  std::vector<uint32_t> batch;
+  auto flush = [&] {
+    while (batch.size() % 8) batch.push_back(batch.back());
+    for (size_t i = 0; i < batch.size(); i += 8) {
+      alignas(32) float x[8], got[8];
+      for (int j = 0; j < 8; ++j) x[j] = bits_f32(batch[i + j]);
+      _mm256_store_ps(got, avx2::exp_sleef_u10_8(_mm256_load_ps(x)));
+      for (int j = 0; j < 8; ++j) {
+        ++tested;
+        const float ref = exp_sleef_u10(x[j]);
+        const bool same = std::isnan(ref) ? f32_bits(got[j]) == f32_bits(x[j]) : f32_bits(got[j]) == f32_bits(ref);
+        if (!same && mismatches++ == 0) first_bad = batch[i + j];
+      }
+    }
+    batch.clear();
+  };
+  // specials, the range ends (-104, 100) and their neighbours, and where q = rint(x·log2 e) steps
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                     0xffc00000u, 0x7fa12345u, 0x7f7fffffu, 0xff7fffffu})
+    batch.push_back(b);
+  for (float edge : {-104.0f, 100.0f, -87.33655f, 88.72284f})
+    for (int d = -64; d <= 64; ++d) batch.push_back(f32_bits(edge) + d);
+  for (int q = -151; q <= 145; ++q) {
+    const float at = (q + 0.5f) / 1.442695040888963407359924681001892137426645954152985934135449406931f;
+    for (int d = -16; d <= 16; ++d) batch.push_back(f32_bits(at) + d);
+  }
+  // every 97th float of either sign up to |x| = 110 (the softmax feeds s - max <= 0)
+  for (uint32_t b = 0; b <= f32_bits(110.0f); b += 97) {
+    batch.push_back(b), batch.push_back(b | 0x80000000u);
+    if (batch.size() >= 4096) flush();
+  }
+  flush();
+  INFO("tested " << tested << ", first mismatching input: bits " << first_bad << " = " << bits_f32(first_bad));
+  CHECK(mismatches == 0);
+  CHECK(tested > 20000000);
+}
+#endif
 
 TEST_CASE("RMSNorm of a row") {
   std::vector<float> x = {3.0f, 4.0f, 0.0f, -5.0f}, w = {1.0f, 0.5f, 2.0f, 1.0f}, y(4);

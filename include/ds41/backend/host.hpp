@@ -69,6 +69,17 @@ struct HostBackend {
     });
   }
 
+  /// for_each for a few heavy items (tens of microseconds or more each): one item per chunk, on
+  /// the pool from two items up.
+  template <class F>
+  static void for_each_heavy(long n, F f) {
+    HostThreadPool::global().run(n, 1, [&](long begin, long end) {
+      for (long i = begin; i < end; ++i) f(i);
+    });
+  }
+  /// Threads for_each and for_each_heavy may use (the calling one included).
+  static int threads() { return HostThreadPool::global().threads(); }
+
   /// idx[r, 0..k) = the k best columns of v[r, 0..n), best first (topk_before's order).
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     for_each(rows, [=](long r) { topk_row(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), nullptr); });

@@ -12,6 +12,39 @@ namespace ds41 {
 
 constexpr int kAttnBlock = 64;
 
+/// One block's softmax step, shared by every path (this file's per-head one and the host's
+/// multi-head one, backend/host_attention.hpp). On entry s[t] (t < bn) holds score·scale where
+/// idx[t] >= 0 (masked entries hold any initialised float: only the result is masked); on return s[t] = bf16(exp(s[t] - new max)), masked
+/// 0, m is the new running max and den = den·alpha + Σ p (torch's sum order over the block, before
+/// the bf16 rounding); returns alpha = exp(old max - new max) for the value accumulator.
+DS41_HD float attn_block_softmax(float* s, const int* idx, int bn, float& m, float& den) {
+  float bmax = -INFINITY;
+  for (int t = 0; t < bn; ++t)
+    if (idx[t] >= 0) bmax = fmaxf(bmax, s[t]);
+  const float new_m = fmaxf(m, bmax);
+  const float alpha = exp_sleef_u10(m - new_m);
+  int t0 = 0;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  // 8 exps at once (exp_sleef_u10_8: the same bits), masked entries then set to 0
+  for (; t0 + 8 <= bn; t0 += 8) {
+    const __m256 e = avx2::exp_sleef_u10_8(_mm256_sub_ps(_mm256_loadu_ps(s + t0), _mm256_set1_ps(new_m)));
+    const __m256i ix = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + t0));
+    _mm256_storeu_ps(s + t0, _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)))));
+  }
+#endif
+  for (int t = t0; t < bn; ++t) s[t] = idx[t] < 0 ? 0.0f : exp_sleef_u10(s[t] - new_m);
+  den = den * alpha + torch_order_sum(bn, [&](long t) { return s[t]; });
+  for (int t = 0; t < bn; ++t) s[t] = bf16_round(s[t]);  // the value sum takes bf16(p)
+  m = new_m;
+  return alpha;
+}
+
+/// After the last block: the sink joins the denominator only, and out = bf16(acc / den).
+DS41_HD void attn_finish(float* out, int D, float sink, float m, float den) {
+  den = den + exp_sleef_u10(sink - m);
+  for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / den);
+}
+
 /// q: [D]; kv: rows of D (K = V); idx: [n] row indices or -1; out: [D] (bf16 values).
 /// Per block of 64: scores q·k (k order) times scale; new max; alpha = exp(max - new max);
 /// den = den·alpha + Σ p (torch's sum order over the block, masked entries 0);
@@ -29,7 +62,6 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
   float p[kAttnBlock];
   for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
     const int bn = n - b0 < kAttnBlock ? n - b0 : kAttnBlock;
-    float bmax = -INFINITY;
     for (int t0 = 0; t0 < bn; t0 += kScoreRows) {
       const int tn = bn - t0 < kScoreRows ? bn - t0 : kScoreRows;
       float dot[kScoreRows];
@@ -50,21 +82,9 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
           for (int d = 0; d < D; ++d) dot[j] += q[d] * k[d];
       }
 #endif
-      for (int j = 0; j < tn; ++j) {
-        const int t = t0 + j;
-        if (idx[b0 + t] < 0) {
-          p[t] = -INFINITY;
-          continue;
-        }
-        p[t] = dot[j] * scale;
-        bmax = fmaxf(bmax, p[t]);
-      }
+      for (int j = 0; j < tn; ++j) p[t0 + j] = dot[j] * scale;  // masked: a dot that is never used
     }
-    const float new_m = fmaxf(m, bmax);
-    const float alpha = exp_sleef_u10(m - new_m);
-    for (int t = 0; t < bn; ++t) p[t] = idx[b0 + t] < 0 ? 0.0f : exp_sleef_u10(p[t] - new_m);
-    den = den * alpha + torch_order_sum(bn, [&](long t) { return p[t]; });
-    for (int t = 0; t < bn; ++t) p[t] = bf16_round(p[t]);  // the value sum takes bf16(p)
+    const float alpha = attn_block_softmax(p, idx + b0, bn, m, den);
     int d0 = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
     // out[d0 .. d0 + 8V) = out·alpha + Σ_t bf16(p[t])·v[t], each element's sum over t in order,
@@ -94,10 +114,8 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
       }
       out[d0] = out[d0] * alpha + blk;
     }
-    m = new_m;
   }
-  den = den + exp_sleef_u10(sink - m);
-  for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / den);
+  attn_finish(out, D, sink, m, den);
 }
 
 }  // namespace ds41

@@ -6,6 +6,7 @@
 #include <cmath>
 #include "numeric.hpp"
 #include "quant.hpp"
+#include "torch_math.hpp"
 
 namespace ds41::avx2 {
 
@@ -49,6 +50,25 @@ inline void dot_rows_in_order(const float* q, const float* const* k, int D, floa
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(dot + 8 * g, acc[g]);
   for (; d0 < D; ++d0)
     for (int j = 0; j < 8 * G; ++j) dot[j] += q[d0] * k[j][d0];
+}
+
+/// exp_sleef_u10 on 8 lanes, the same operations in the same order and so the same bits (rintf
+/// is the round to nearest even of the default mode; NaN lanes keep d, as the scalar returns it).
+inline __m256 exp_sleef_u10_8(__m256 d) {
+  using namespace sleef_expf;
+  const __m256 qf = _mm256_round_ps(_mm256_mul_ps(d, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256i q = _mm256_cvtps_epi32(qf);  // exact where used: |q| <= 151 inside the range
+  __m256 s = _mm256_fmadd_ps(qf, _mm256_set1_ps(-kLn2Hi), d);
+  s = _mm256_fmadd_ps(qf, _mm256_set1_ps(-kLn2Lo), s);
+  __m256 u = _mm256_set1_ps(kC0);
+  for (const float c : {kC1, kC2, kC3, kC4, kC5}) u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(c));
+  u = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(s, s), u, s));
+  const __m256i q_half = _mm256_srai_epi32(q, 1), bias = _mm256_set1_epi32(0x7f);
+  const auto pow2 = [&](__m256i k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, bias), 23)); };
+  u = _mm256_mul_ps(_mm256_mul_ps(u, pow2(q_half)), pow2(_mm256_sub_epi32(q, q_half)));
+  u = _mm256_blendv_ps(u, _mm256_setzero_ps(), _mm256_cmp_ps(d, _mm256_set1_ps(kZeroBelow), _CMP_LT_OQ));
+  u = _mm256_blendv_ps(u, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(d, _mm256_set1_ps(kInfAbove), _CMP_GT_OQ));
+  return _mm256_blendv_ps(u, d, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
 }
 
 /// bf16_round on 8 lanes: round to nearest even on the top 16 bits, NaN kept as it is.

@@ -19,22 +19,34 @@ DS41_HD bool torch_vector_path(long i, long n) { return i < n / kTorchVecElems *
 
 DS41_HD float pow2i(int q) { return bits_f32(static_cast<uint32_t>(q + 0x7f) << 23); }
 
+/// Sleef's expf (u10) constants, shared by exp_sleef_u10 and its 8-lane form (simd_avx2.hpp).
+namespace sleef_expf {
+constexpr float kLog2e = 1.442695040888963407359924681001892137426645954152985934135449406931f;
+constexpr float kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
+// the polynomial, highest degree first (scalars: device code may read those directly)
+constexpr float kC0 = 0.000198527617612853646278381f, kC1 = 0.00139304355252534151077271f,
+                kC2 = 0.00833336077630519866943359f, kC3 = 0.0416664853692054748535156f,
+                kC4 = 0.166666671633720397949219f, kC5 = 0.5f;
+constexpr float kZeroBelow = -104.0f, kInfAbove = 100.0f;
+}  // namespace sleef_expf
+
 /// Sleef's expf (u10, AVX2 with FMA): Cody-Waite reduction by ln 2, degree-6 polynomial, scaling
 /// by 2^q in two halves.
 DS41_HD float exp_sleef_u10(float d) {
+  using namespace sleef_expf;
   // Sleef masks these lanes after the fact; a scalar int conversion of them would overflow (UB)
   if (is_nan(d)) return d;
-  if (d < -104.0f) return 0.0f;
-  if (d > 100.0f) return INFINITY;
-  const int q = static_cast<int>(rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f));
-  float s = fmaf(static_cast<float>(q), -0.693145751953125f, d);
-  s = fmaf(static_cast<float>(q), -1.428606765330187045e-06f, s);
-  float u = 0.000198527617612853646278381f;
-  u = fmaf(u, s, 0.00139304355252534151077271f);
-  u = fmaf(u, s, 0.00833336077630519866943359f);
-  u = fmaf(u, s, 0.0416664853692054748535156f);
-  u = fmaf(u, s, 0.166666671633720397949219f);
-  u = fmaf(u, s, 0.5f);
+  if (d < kZeroBelow) return 0.0f;
+  if (d > kInfAbove) return INFINITY;
+  const int q = static_cast<int>(rintf(d * kLog2e));
+  float s = fmaf(static_cast<float>(q), -kLn2Hi, d);
+  s = fmaf(static_cast<float>(q), -kLn2Lo, s);
+  float u = kC0;
+  u = fmaf(u, s, kC1);
+  u = fmaf(u, s, kC2);
+  u = fmaf(u, s, kC3);
+  u = fmaf(u, s, kC4);
+  u = fmaf(u, s, kC5);
   u = 1.0f + fmaf(s * s, u, s);
   u = u * pow2i(q >> 1) * pow2i(q - (q >> 1));
   return u;

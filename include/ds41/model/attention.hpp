@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 #include "../core/attention_math.hpp"
+#include "../backend/host_attention.hpp"
 #include "compressor.hpp"
 #include "indexer.hpp"
 
@@ -153,11 +154,24 @@ class CompressedAttnT {
       float* po = o.data();
       const float scale = scale_;
       const int nc = static_cast<int>(ncols);
-      B::for_each(T * H, [=] DS41_LAMBDA(long e) {
-        long t = e / H;
-        int h = static_cast<int>(e % H);
-        sparse_attn_head(pq + e * D, pkv, D, pi + t * nc, nc, D, sink[h], scale, po + e * D);
-      });
+      if constexpr (!B::kIsDevice) {
+        // host: a group of a token's heads per item, each gathered block read once for the group
+        // (host_attention.hpp; the same bits as a call per head)
+        const int group = attn_heads_per_item(H, B::threads());
+        const long groups = (H + group - 1) / group;
+        B::for_each_heavy(T * groups, [=](long e) {
+          const long t = e / groups;
+          const int h0 = static_cast<int>(e % groups) * group, hn = H - h0 < group ? H - h0 : group;
+          const long e0 = t * H + h0;
+          sparse_attn_heads_host(pq + e0 * D, pkv, D, pi + t * nc, nc, D, hn, sink + h0, scale, po + e0 * D);
+        });
+      } else {
+        B::for_each(T * H, [=] DS41_LAMBDA(long e) {
+          long t = e / H;
+          int h = static_cast<int>(e % H);
+          sparse_attn_head(pq + e * D, pkv, D, pi + t * nc, nc, D, sink[h], scale, po + e * D);
+        });
+      }
     }
     Ops<B>::rope(o.data(), T * H, D, rd, H, start, 1, cs, sn, true);
     tap.f32("attn_o", o.data(), {T, H, D});

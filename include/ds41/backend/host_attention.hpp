@@ -1,0 +1,198 @@
+// ds41/backend/host_attention.hpp — sparse attention for several query heads that share one
+// index list (every head of a token does), on the host: the bits of one sparse_attn_head call per
+// head (attention_math.hpp), with each gathered 64-row block read once for all of the heads.
+//
+// Why: sparse_attn_head gathers and transposes the block's rows for every head, so a decode
+// token with 64 heads over 640 keys read 64 x 1.3 MB of rows (from L3; a block is 128 KiB) and
+// spent its score loop on the transposes' shuffles. Here a block is gathered once per call into
+// two scratch layouts that stay in L1 while the heads take turns on them:
+//   kt: the block's keys transposed, kt[d][64 keys], read 64 d at a time (16 KiB): the scores
+//       of 32 keys and two heads are 8 vectors of independent sums, each advancing in d order;
+//   vb: the values in 32-wide slices of D, vb[slice][key][32]: two heads' 32 output elements are
+//       8 vectors of independent sums, each advancing in key order.
+// Every score and every output element is still one sum in the reference's order (q·k over d,
+// Σ bf16(p)·v over the block's unmasked keys in index order, no fused multiply-add), and the
+// softmax step is the shared attn_block_softmax, so the bits are sparse_attn_head's.
+#pragma once
+#include <algorithm>
+#include <vector>
+#include "../core/attention_math.hpp"
+#include "../core/simd_avx2.hpp"
+#include "host_buffer.hpp"
+
+namespace ds41 {
+
+/// Heads per work item in CompressedAttnT's host path: enough items for every thread in a decode
+/// step (one token), at most 16 heads (64 heads on 2 threads: 4 items, which balance better than
+/// 2), at least 4 (each item gathers the rows again: 1.3 MB at 640 keys).
+inline int attn_heads_per_item(int heads, int threads) {
+  return std::clamp((heads + threads - 1) / std::max(threads, 1), 4, 16);
+}
+
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+namespace attn_host {
+
+constexpr int kScoreSlice = 64;  // d per pass over kt: 64 keys x 64 d = 16 KiB
+constexpr int kValueSlice = 32;  // d per vb slice: 64 keys x 32 d = 8 KiB
+
+/// Per-thread scratch, grown to the largest D and head count seen (never shrunk: the sizes are
+/// the model's).
+struct Scratch {
+  HostBuffer<float> kt, vb, s;  // 64-byte aligned: the vector loads stay inside cache lines
+  std::vector<float> m, den, alpha;
+  std::vector<int> rows = std::vector<int>(kAttnBlock);
+  void reserve(int D, int H) {
+    const size_t kt_n = static_cast<size_t>(D) * kAttnBlock;
+    const size_t vb_n = static_cast<size_t>((D + kValueSlice - 1) / kValueSlice) * kValueSlice * kAttnBlock;
+    if (kt.size() < kt_n) kt = HostBuffer<float>(kt_n);
+    if (vb.size() < vb_n) vb = HostBuffer<float>(vb_n);
+    if (s.size() < static_cast<size_t>(H) * kAttnBlock) s = HostBuffer<float>(static_cast<size_t>(H) * kAttnBlock);
+    if (m.size() < static_cast<size_t>(H)) m.resize(H), den.resize(H), alpha.resize(H);
+  }
+};
+
+/// kt[d][j] and vb from the block's nu unmasked rows (row pointers in `row`), each row read once:
+/// 8 rows x 8 d at a time go to vb as they are and to kt transposed. kt's keys from nu up to the
+/// next multiple of 32 are zero (score_heads computes their sums, which are never read; a zero
+/// keeps them free of slow subnormal operands), and so are vb's d beyond D.
+inline void gather_block(const float* const* row, int nu, int D, float* kt, float* vb) {
+  const int keys = std::min(kAttnBlock, (nu + 31) / 32 * 32);
+  const auto vb_at = [&](int j, int d) {
+    return vb + (static_cast<size_t>(d / kValueSlice) * kAttnBlock + j) * kValueSlice + d % kValueSlice;
+  };
+  const int d_vec = D / 8 * 8;
+  for (int j0 = 0; j0 < keys; j0 += 8) {
+    for (int d0 = 0; d0 < d_vec; d0 += 8) {
+      __m256 c[8];
+      for (int j = 0; j < 8; ++j) {
+        c[j] = _mm256_setzero_ps();
+        if (j0 + j < nu) _mm256_store_ps(vb_at(j0 + j, d0), c[j] = _mm256_loadu_ps(row[j0 + j] + d0));
+      }
+      avx2::transpose8(c);  // c[i] lane j = key j0 + j at d0 + i
+      for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + static_cast<size_t>(d0 + i) * kAttnBlock + j0, c[i]);
+    }
+    for (int d = d_vec; d < D; ++d)  // D's tail past a multiple of 8
+      for (int j = j0; j < j0 + 8; ++j) {
+        kt[static_cast<size_t>(d) * kAttnBlock + j] = j < nu ? row[j][d] : 0.0f;
+        if (j < nu) *vb_at(j, d) = row[j][d];
+      }
+    if (D % kValueSlice)  // vb's last slice past D
+      for (int j = j0; j < j0 + 8 && j < nu; ++j) std::fill(vb_at(j, D), vb_at(j, D) + kValueSlice - D % kValueSlice, 0.0f);
+  }
+}
+
+/// dots[h][j] (j < 8·ceil(nu/8), HS heads from q_h with stride D, their rows of `dots` 64 apart)
+/// = Σ_d q_h[d]·key_j[d] in d order: per 64-d slice, 32 keys x HS heads at a time, the partial
+/// sums parked in `dots` between slices (a stored float is the same float).
+template <int HS>
+inline void score_heads(const float* q, int D, const float* kt, int nu, float* dots) {
+  const int key_vectors = (nu + 7) / 8;
+  for (int h = 0; h < HS; ++h)
+    for (int j = 0; j < kAttnBlock; ++j) dots[h * kAttnBlock + j] = 0.0f;
+  for (int d0 = 0; d0 < D; d0 += kScoreSlice) {
+    const int dn = std::min(kScoreSlice, D - d0);
+    const float* slice = kt + static_cast<size_t>(d0) * kAttnBlock;
+    for (int v0 = 0; v0 < key_vectors; v0 += 4) {
+      __m256 acc[HS][4];
+      for (int h = 0; h < HS; ++h)
+        for (int u = 0; u < 4; ++u) acc[h][u] = _mm256_loadu_ps(dots + h * kAttnBlock + 8 * (v0 + u));
+      for (int d = 0; d < dn; ++d) {
+        const float* kd = slice + d * kAttnBlock + 8 * v0;
+        __m256 qd[HS];
+        for (int h = 0; h < HS; ++h) qd[h] = _mm256_broadcast_ss(q + static_cast<long>(h) * D + d0 + d);
+        for (int u = 0; u < 4; ++u) {
+          const __m256 k = _mm256_load_ps(kd + 8 * u);
+          for (int h = 0; h < HS; ++h) acc[h][u] = _mm256_add_ps(acc[h][u], _mm256_mul_ps(qd[h], k));
+        }
+      }
+      for (int h = 0; h < HS; ++h)
+        for (int u = 0; u < 4; ++u) _mm256_storeu_ps(dots + h * kAttnBlock + 8 * (v0 + u), acc[h][u]);
+    }
+  }
+}
+
+/// out_h[d] = out_h[d]·alpha_h + Σ_j p_h[j]·v_j[d] (j over the nu unmasked keys in index order)
+/// for HS heads, one 32-wide slice of D at a time.
+template <int HS>
+inline void value_heads(const float* p, const float* alpha, int D, const float* vb, int nu, float* out) {
+  for (int d0 = 0; d0 < D; d0 += kValueSlice) {
+    const float* slice = vb + static_cast<size_t>(d0 / kValueSlice) * kAttnBlock * kValueSlice;
+    __m256 acc[HS][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < HS * 4; ++i) acc[i / 4][i % 4] = _mm256_setzero_ps();
+    for (int j = 0; j < nu; ++j) {
+      __m256 pj[HS];
+#pragma GCC unroll 4
+      for (int h = 0; h < HS; ++h) pj[h] = _mm256_broadcast_ss(p + h * kAttnBlock + j);
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const __m256 v = _mm256_load_ps(slice + j * kValueSlice + 8 * u);
+#pragma GCC unroll 4
+        for (int h = 0; h < HS; ++h) acc[h][u] = _mm256_add_ps(acc[h][u], _mm256_mul_ps(pj[h], v));
+      }
+    }
+    if (d0 + kValueSlice <= D) {
+#pragma GCC unroll 8
+      for (int i = 0; i < HS * 4; ++i) {
+        float* o = out + static_cast<long>(i / 4) * D + d0 + 8 * (i % 4);
+        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(o), _mm256_set1_ps(alpha[i / 4])), acc[i / 4][i % 4]));
+      }
+    } else {  // the last, part-filled slice
+      alignas(32) float blk[HS][kValueSlice];
+#pragma GCC unroll 8
+      for (int i = 0; i < HS * 4; ++i) _mm256_store_ps(blk[i / 4] + 8 * (i % 4), acc[i / 4][i % 4]);
+      for (int h = 0; h < HS; ++h) {
+        float* o = out + static_cast<long>(h) * D + d0;
+        for (int d = 0; d < D - d0; ++d) o[d] = o[d] * alpha[h] + blk[h][d];
+      }
+    }
+  }
+}
+
+}  // namespace attn_host
+#endif
+
+/// Heads [0, H) of one query, q [H][D] and out [H][D] (rows D apart), over the same index list
+/// idx[n] into kv (rows kv_stride apart), head h with sink[h]: bit for bit H calls of
+/// sparse_attn_head. Host only (the device runs a thread per head).
+inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stride, const int* idx, int n, int D,
+                                   int H, const float* sink, float scale, float* out) {
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  using namespace attn_host;
+  thread_local Scratch sc;
+  sc.reserve(D, H);
+  std::fill(out, out + static_cast<long>(H) * D, 0.0f);  // the f32 accumulators
+  std::fill(sc.m.begin(), sc.m.begin() + H, -1e30f);
+  std::fill(sc.den.begin(), sc.den.begin() + H, 0.0f);
+  const float* row[kAttnBlock];
+  for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
+    const int bn = std::min(kAttnBlock, n - b0);
+    int nu = 0;  // the block's unmasked keys, in index order
+    for (int t = 0; t < bn; ++t)
+      if (idx[b0 + t] >= 0) sc.rows[nu] = t, row[nu++] = kv + static_cast<long>(idx[b0 + t]) * kv_stride;
+    gather_block(row, nu, D, sc.kt.data(), sc.vb.data());
+    float* dots = sc.s.data();
+    int h = 0;
+    for (; h + 2 <= H; h += 2) score_heads<2>(q + static_cast<long>(h) * D, D, sc.kt.data(), nu, dots + h * kAttnBlock);
+    for (; h < H; ++h) score_heads<1>(q + static_cast<long>(h) * D, D, sc.kt.data(), nu, dots + h * kAttnBlock);
+    for (h = 0; h < H; ++h) {
+      // scores to block positions (attn_block_softmax reads the unmasked ones), softmax, then
+      // the probabilities back to the compact key order the value slices use
+      float p[kAttnBlock] = {}, *dh = dots + h * kAttnBlock;
+      for (int j = 0; j < nu; ++j) p[sc.rows[j]] = dh[j] * scale;
+      sc.alpha[h] = attn_block_softmax(p, idx + b0, bn, sc.m[h], sc.den[h]);
+      for (int j = 0; j < nu; ++j) dh[j] = p[sc.rows[j]];
+    }
+    for (h = 0; h + 2 <= H; h += 2)
+      value_heads<2>(dots + h * kAttnBlock, sc.alpha.data() + h, D, sc.vb.data(), nu, out + static_cast<long>(h) * D);
+    for (; h < H; ++h)
+      value_heads<1>(dots + h * kAttnBlock, sc.alpha.data() + h, D, sc.vb.data(), nu, out + static_cast<long>(h) * D);
+  }
+  for (int h = 0; h < H; ++h) attn_finish(out + static_cast<long>(h) * D, D, sink[h], sc.m[h], sc.den[h]);
+#else
+  for (int h = 0; h < H; ++h)
+    sparse_attn_head(q + static_cast<long>(h) * D, kv, kv_stride, idx, n, D, sink[h], scale, out + static_cast<long>(h) * D);
+#endif
+}
+
+}  // namespace ds41

@@ -1,0 +1,173 @@
+// Host sparse attention (attention_math.hpp's per-head function with its side-by-side sums, and
+// host_attention.hpp's multi-head one): every output bit-identical to the reference's order,
+// written one sum at a time.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+#include "ds41/backend/host_attention.hpp"
+#include "ds41/core/attention_math.hpp"
+#include "ds41/core/simd_avx2.hpp"
+
+using namespace ds41;
+
+namespace {
+
+/// Same float, or both NaN.
+bool same_bits(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return ua == ub;
+}
+
+}  // namespace
+
+namespace {
+
+/// sparse_attn_head written as the reference orders it, one sum at a time (the oracle for the
+/// host's side-by-side loops).
+void sparse_attn_head_one_at_a_time(const float* q, const float* kv, long kv_stride, const int* idx, int n, int D,
+                                    float sink, float scale, float* out) {
+  for (int d = 0; d < D; ++d) out[d] = 0.0f;
+  float m = -1e30f, den = 0.0f, p[kAttnBlock];
+  for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
+    const int bn = std::min(kAttnBlock, n - b0);
+    float bmax = -INFINITY;
+    for (int t = 0; t < bn; ++t) {
+      const int r = idx[b0 + t];
+      if (r < 0) {
+        p[t] = -INFINITY;
+        continue;
+      }
+      float dot = 0.0f;
+      for (int d = 0; d < D; ++d) dot += q[d] * kv[static_cast<long>(r) * kv_stride + d];
+      p[t] = dot * scale;
+      bmax = std::fmax(bmax, p[t]);
+    }
+    const float new_m = std::fmax(m, bmax), alpha = exp_sleef_u10(m - new_m);
+    for (int t = 0; t < bn; ++t) p[t] = idx[b0 + t] < 0 ? 0.0f : exp_sleef_u10(p[t] - new_m);
+    den = den * alpha + torch_order_sum(bn, [&](long t) { return p[t]; });
+    for (int d = 0; d < D; ++d) {
+      float blk = 0.0f;
+      for (int t = 0; t < bn; ++t)
+        if (idx[b0 + t] >= 0) blk += bf16_round(p[t]) * kv[static_cast<long>(idx[b0 + t]) * kv_stride + d];
+      out[d] = out[d] * alpha + blk;
+    }
+    m = new_m;
+  }
+  den = den + exp_sleef_u10(sink - m);
+  for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / den);
+}
+
+}  // namespace
+
+TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time bits") {
+  std::mt19937 rng(59);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  for (int D : {1, 7, 32, 40, 100, 108, 512})  // 32-wide output groups, then 8-wide, then single
+    for (int n : {1, 5, 8, 9, 16, 17, 64, 65, 200}) {  // score groups of 16 rows, 8, and part-filled
+      const int rows = 150;
+      std::vector<float> q(D), kv(static_cast<size_t>(rows) * (D + 3));
+      for (auto& v : q) v = uni(rng);
+      for (auto& v : kv) v = bf16_round(uni(rng));
+      std::vector<int> idx(n);
+      for (auto& i : idx) i = static_cast<int>(rng() % (rows + rows / 8)) - rows / 8;  // some -1-like masks
+      for (auto& i : idx) i = i < 0 ? -1 : i;
+      std::vector<float> fast(D), ref(D);
+      sparse_attn_head(q.data(), kv.data(), D + 3, idx.data(), n, D, 0.25f, 0.1f, fast.data());
+      sparse_attn_head_one_at_a_time(q.data(), kv.data(), D + 3, idx.data(), n, D, 0.25f, 0.1f, ref.data());
+      CAPTURE(D);
+      CAPTURE(n);
+      long bad = 0;
+      for (int d = 0; d < D; ++d) bad += !same_bits(fast[d], ref[d]);
+      CHECK(bad == 0);
+    }
+}
+
+#if defined(__AVX2__)
+TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (attention scores are bf16-blurred downstream)") {
+  std::mt19937 rng(67);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  for (int D : {1, 7, 8, 9, 100, 512}) {
+    std::vector<float> q(D), rows(16 * static_cast<size_t>(D + 5));
+    for (auto& v : q) v = uni(rng);
+    for (auto& v : rows) v = uni(rng);
+    const float* k[16];
+    for (int j = 0; j < 16; ++j) k[j] = rows.data() + static_cast<size_t>(j) * (D + 5);
+    float dot8[8], dot16[16];
+    avx2::dot_rows_in_order<1>(q.data(), k, D, dot8);
+    avx2::dot_rows_in_order<2>(q.data(), k, D, dot16);
+    CAPTURE(D);
+    for (int j = 0; j < 16; ++j) {
+      float ref = 0.0f;
+      for (int d = 0; d < D; ++d) ref += q[d] * k[j][d];
+      CAPTURE(j);
+      if (j < 8) CHECK(same_bits(dot8[j], ref));
+      CHECK(same_bits(dot16[j], ref));
+    }
+  }
+}
+#endif
+
+TEST_CASE("sparse attention, several heads at once: each head's bits are the one-at-a-time ones") {
+  std::mt19937 rng(71);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  // heads: pairs, then a single one; D: 64-d score passes whole and part-filled, 32-wide value
+  // slices whole and part-filled, the transposes' 8-d tail; n: blocks of 64 whole and not
+  for (int H : {1, 2, 3, 16})
+    for (int D : {1, 7, 32, 40, 100, 108, 512})
+      for (int n : {1, 9, 33, 64, 65, 200}) {
+        const int rows = 150;
+        const long stride = D + 3;
+        std::vector<float> q(static_cast<size_t>(H) * D), kv(static_cast<size_t>(rows) * stride), sink(H);
+        for (auto& v : q) v = uni(rng);
+        for (auto& v : kv) v = bf16_round(uni(rng));
+        for (auto& v : sink) v = uni(rng);
+        std::vector<int> idx(n);
+        for (auto& i : idx) i = static_cast<int>(rng() % (rows + rows / 4)) - rows / 4;  // ~1 in 5 masked
+        for (auto& i : idx) i = i < 0 ? -1 : i;
+        if (n >= 64)
+          for (int t = 0; t < 64; ++t) idx[t] = -1;  // a whole block masked: it changes nothing
+        const float scale = 0.3f;
+        std::vector<float> fast(static_cast<size_t>(H) * D), ref(D);
+        sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data());
+        CAPTURE(H);
+        CAPTURE(D);
+        CAPTURE(n);
+        long bad = 0;
+        for (int h = 0; h < H; ++h) {
+          sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), stride, idx.data(), n, D, sink[h], scale,
+                                         ref.data());
+          for (int d = 0; d < D; ++d) bad += !same_bits(fast[static_cast<size_t>(h) * D + d], ref[d]);
+        }
+        CHECK(bad == 0);
+      }
+}
+
+TEST_CASE("sparse attention, several heads at once: large scores, underflowing probabilities, all masked") {
+  // Scores far apart make exp underflow to 0 (p = 0 · v adds -0 for negative v) and later blocks
+  // raise the running max (alpha < 1); an all-masked list leaves the sink alone: out is 0.
+  const int H = 5, D = 72, rows = 40, n = 130;
+  std::mt19937 rng(73);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> q(H * D), kv(rows * D), sink(H, 0.5f);
+  for (int i = 0; i < H * D; ++i) q[i] = uni(rng) * (1 + i % 7) * 4.0f;
+  for (int i = 0; i < rows * D; ++i) kv[i] = bf16_round(uni(rng) * (1 + (i / D) % 5) * 3.0f);
+  std::vector<int> idx(n);
+  for (int t = 0; t < n; ++t) idx[t] = (t * 17) % rows;
+  std::vector<float> fast(H * D), ref(D);
+  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data());
+  long bad = 0;
+  for (int h = 0; h < H; ++h) {
+    sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), D, idx.data(), n, D, sink[h], 1.0f, ref.data());
+    for (int d = 0; d < D; ++d) bad += !same_bits(fast[h * D + d], ref[d]);
+  }
+  CHECK(bad == 0);
+  std::fill(idx.begin(), idx.end(), -1);
+  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data());
+  for (float v : fast) CHECK(v == 0.0f);
+}
+
