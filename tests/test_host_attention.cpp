@@ -117,7 +117,7 @@ TEST_CASE("sparse attention, several heads at once: each head's bits are the one
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
   // heads: pairs, then a single one; D: 64-d score passes whole and part-filled, 32-wide value
   // slices whole and part-filled, the transposes' 8-d tail; n: blocks of 64 whole and not
-  for (int H : {1, 2, 3, 16})
+  for (int H : {1, 2, 3, 16, 33})
     for (int D : {1, 7, 32, 40, 100, 108, 512})
       for (int n : {1, 9, 33, 64, 65, 200}) {
         const int rows = 150;
