@@ -182,14 +182,14 @@ void BM_IndexerScoreTopK(benchmark::State& st) {
   const long nk = st.range(0);
   std::vector<float> q = random_activations(kIndexHeads * kIndexDim, 14), k = random_activations(nk * kIndexDim, 15),
                      hw = random_activations(kIndexHeads, 16), score(nk);
-  std::vector<int> top(kIndexTopK);
+  std::vector<int32_t> top(kIndexTopK);
   for (auto _ : st) {
     const float *pq = q.data(), *pk = k.data(), *pw = hw.data();
     float* ps = score.data();
     HostBackend::for_each((nk + 7) / 8, [=](long g) {
       index_scores_host(pq, pw, pk, g * 8, nk, kIndexHeads, kIndexDim, false, ps);
     });
-    topk_row(score.data(), static_cast<int>(nk), kIndexTopK, top.data(), nullptr);
+    HostBackend::topk_rows(score.data(), 1, static_cast<int>(nk), kIndexTopK, top.data());
     benchmark::DoNotOptimize(top.data());
   }
   set_stream_counters(st, 4.0 * nk * kIndexDim, 2.0 * nk * kIndexHeads * kIndexDim);
@@ -235,11 +235,12 @@ void BM_SparseAttentionSinkHeads(benchmark::State& st) {
     const float *pq = q.data(), *pkv = kv.data(), *ps = sink.data();
     const int* pi = idx.data();
     float* po = out.data();
-    HostBackend::for_each_heavy((kHeads + group - 1) / group, [=](long g) {
-      const int h0 = static_cast<int>(g) * group, hn = std::min(group, kHeads - h0);
-      sparse_attn_heads_host(pq + h0 * kHeadDim, pkv, kHeadDim, pi, nkeys, kHeadDim, hn, ps + h0, scale,
-                             po + h0 * kHeadDim);
-    });
+    HostBackend::for_each_with_scratch<float>(
+        (kHeads + group - 1) / group, attn_heads_scratch_floats(kHeadDim, group), true, [=](long g, float* scratch) {
+          const int h0 = static_cast<int>(g) * group, hn = std::min(group, kHeads - h0);
+          sparse_attn_heads_host(pq + h0 * kHeadDim, pkv, kHeadDim, pi, nkeys, kHeadDim, hn, ps + h0, scale,
+                                 po + h0 * kHeadDim, scratch);
+        });
     benchmark::DoNotOptimize(out.data());
   }
   // bytes: the gathered rows (read once per group); FLOP: q·k and p·v
@@ -247,7 +248,10 @@ void BM_SparseAttentionSinkHeads(benchmark::State& st) {
 }
 BENCHMARK(BM_SparseAttentionSinkHeads)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// Top-k alone: the candidate prefilter's block selection and the indexer's top 512. Args: n, k.
+// Top-k alone: the router's top 6 of 384, the indexer's top 512. Args: n, k. BM_TopK is
+// topk_row (insertion into a sorted list: the shared host/device reference, which the router and
+// the candidate prefilter call per row); BM_TopKSelect is topk_row_select, which
+// HostBackend::topk_rows (the indexer's top-k) runs. Same indices.
 void BM_TopK(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
   std::vector<float> v = random_activations(n, 19);
@@ -259,6 +263,18 @@ void BM_TopK(benchmark::State& st) {
   set_stream_counters(st, 4.0 * n, 0);
 }
 BENCHMARK(BM_TopK)->Args({kExperts, kTopK})->Args({16384, kIndexTopK})->UseRealTime()->Unit(benchmark::kMicrosecond);
+void BM_TopKSelect(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
+  std::vector<float> v = random_activations(n, 19);
+  std::vector<int> idx(k);
+  std::vector<TopkEntry> scratch(n);
+  for (auto _ : st) {
+    topk_row_select(v.data(), n, k, idx.data(), scratch.data());
+    benchmark::DoNotOptimize(idx.data());
+  }
+  set_stream_counters(st, 4.0 * n, 0);
+}
+BENCHMARK(BM_TopKSelect)->Args({kExperts, kTopK})->Args({16384, kIndexTopK})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One decode step of the tiny golden model (all 6 layers and the head).
 void BM_TinyDecodeStep(benchmark::State& st) {

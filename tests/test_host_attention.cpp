@@ -2,11 +2,13 @@
 // host_attention.hpp's multi-head one): every output bit-identical to the reference's order,
 // written one sum at a time.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 #include "ds41/backend/host_attention.hpp"
+#include "ds41/backend/host_buffer.hpp"
 #include "ds41/core/attention_math.hpp"
 #include "ds41/core/simd_avx2.hpp"
 
@@ -21,6 +23,14 @@ bool same_bits(float a, float b) {
   std::memcpy(&ua, &a, 4);
   std::memcpy(&ub, &b, 4);
   return ua == ub;
+}
+
+/// The scratch sparse_attn_heads_host takes, filled with NaN: no result may depend on what a
+/// previous call left there.
+HostBuffer<float> nan_scratch(int D, int H) {
+  HostBuffer<float> s(attn_heads_scratch_floats(D, H));
+  std::fill(s.data(), s.data() + s.size(), NAN);
+  return s;
 }
 
 }  // namespace
@@ -133,7 +143,8 @@ TEST_CASE("sparse attention, several heads at once: each head's bits are the one
           for (int t = 0; t < 64; ++t) idx[t] = -1;  // a whole block masked: it changes nothing
         const float scale = 0.3f;
         std::vector<float> fast(static_cast<size_t>(H) * D), ref(D);
-        sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data());
+        sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data(),
+                               nan_scratch(D, H).data());
         CAPTURE(H);
         CAPTURE(D);
         CAPTURE(n);
@@ -159,7 +170,8 @@ TEST_CASE("sparse attention, several heads at once: large scores, underflowing p
   std::vector<int> idx(n);
   for (int t = 0; t < n; ++t) idx[t] = (t * 17) % rows;
   std::vector<float> fast(H * D), ref(D);
-  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data());
+  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
+                         nan_scratch(D, H).data());
   long bad = 0;
   for (int h = 0; h < H; ++h) {
     sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), D, idx.data(), n, D, sink[h], 1.0f, ref.data());
@@ -167,7 +179,8 @@ TEST_CASE("sparse attention, several heads at once: large scores, underflowing p
   }
   CHECK(bad == 0);
   std::fill(idx.begin(), idx.end(), -1);
-  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data());
+  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
+                         nan_scratch(D, H).data());
   for (float v : fast) CHECK(v == 0.0f);
 }
 

@@ -332,12 +332,50 @@ TEST_CASE("top-k: descending, lower index first on ties, unreachable (-inf, high
   CHECK(k4[1] == 0);
   CHECK(k4[2] == 4);
   CHECK(k4[3] == 3);
+  // NaN is -inf wherever it sits, also once kept (a NaN kept first used to stay first)
+  const float with_nan[] = {NAN, 1.0f, 2.0f};
+  int k2[2];
+  topk_row(with_nan, 3, 2, k2, nullptr);
+  CHECK(k2[0] == 2);
+  CHECK(k2[1] == 1);
   int32_t sel[4];
   index_topk_row(w, 5, 4, 3, 10, sel);  // positions >= 3 unreachable -> -1, others + offset
   CHECK(sel[0] == 10);
   CHECK(sel[1] == 12);
   CHECK(sel[2] == -1);
   CHECK(sel[3] == -1);
+}
+
+TEST_CASE("top-k by selection (the host's topk_rows) gives topk_row's indices in topk_row's order") {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> gauss;
+  std::uniform_int_distribution<int> small(-3, 3);
+  long cases = 0;
+  for (int n : {1, 2, 9, 64, 640, 2048, 16384})
+    for (int k : {1, 6, 8, 9, 100, 512, 16384}) {
+      if (k > n) continue;
+      for (int kind = 0; kind < 4; ++kind) {
+        std::vector<float> v(n);
+        for (int i = 0; i < n; ++i) {
+          switch (kind) {
+            case 0: v[i] = gauss(rng); break;                         // distinct values
+            case 1: v[i] = static_cast<float>(small(rng)); break;      // many ties: index order
+            case 2: v[i] = rng() % 3 ? -INFINITY : gauss(rng); break;  // masked: higher index first
+            default: v[i] = rng() % 5 ? bf16_round(gauss(rng)) : (rng() % 2 ? NAN : -INFINITY); break;  // NaN as -inf
+          }
+        }
+        std::vector<int> ref(k), got(k);
+        std::vector<TopkEntry> scratch(n);
+        topk_row(v.data(), n, k, ref.data(), nullptr);
+        topk_row_select(v.data(), n, k, got.data(), scratch.data());
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(kind);
+        CHECK(got == ref);
+        ++cases;
+      }
+    }
+  CHECK(cases == 4 * 29);
 }
 
 TEST_CASE("candidate blocks: block maxima, the newest block pinned, -inf blocks dropped") {

@@ -69,20 +69,36 @@ struct HostBackend {
     });
   }
 
-  /// for_each for a few heavy items (tens of microseconds or more each): one item per chunk, on
-  /// the pool from two items up.
-  template <class F>
-  static void for_each_heavy(long n, F f) {
-    HostThreadPool::global().run(n, 1, [&](long begin, long end) {
-      for (long i = begin; i < end; ++i) f(i);
+  /// f(i, scratch) for i in [0, n), where scratch is `per_thread` T's that belong to the thread
+  /// running item i while the job runs. `heavy` items (tens of microseconds or more each) go one
+  /// per chunk, on the pool from two items up; others split as for_each's. The scratch lives in
+  /// the calling thread's buffer (one slot per pool thread), grown on first use and kept, as
+  /// host_gemv's input buffers are: a sequence allocates nothing here after its first call.
+  template <class T, class F>
+  static void for_each_with_scratch(long n, size_t per_thread, bool heavy, F f) {
+    HostThreadPool& pool = HostThreadPool::global();
+    thread_local HostBuffer<T> scratch;
+    const size_t slot = (per_thread * sizeof(T) + 63) / 64 * 64 / sizeof(T);  // 64-byte aligned slots
+    if (scratch.size() < slot * pool.threads()) scratch = HostBuffer<T>(slot * pool.threads());
+    T* base = scratch.data();
+    if (n <= 0) return;
+    if (pool.threads() == 1 || (!heavy && n < kParallelForEachMinItems)) {
+      for (long i = 0; i < n; ++i) f(i, base);
+      return;
+    }
+    pool.run(n, heavy ? 1 : std::max(1L, n / (8L * pool.threads())), [&](long begin, long end) {
+      T* mine = base + slot * HostThreadPool::thread_index();
+      for (long i = begin; i < end; ++i) f(i, mine);
     });
   }
-  /// Threads for_each and for_each_heavy may use (the calling one included).
+  /// Threads for_each may use (the calling one included).
   static int threads() { return HostThreadPool::global().threads(); }
 
   /// idx[r, 0..k) = the k best columns of v[r, 0..n), best first (topk_before's order).
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
-    for_each(rows, [=](long r) { topk_row(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), nullptr); });
+    for_each_with_scratch<TopkEntry>(rows, static_cast<size_t>(n), false, [=](long r, TopkEntry* scratch) {
+      topk_row_select(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), scratch);
+    });
   }
 
   /// Uploads a Linear's weights in the layout this backend's GEMV streams fastest: 8-row panels

@@ -15,10 +15,8 @@
 // softmax step is the shared attn_block_softmax, so the bits are sparse_attn_head's.
 #pragma once
 #include <algorithm>
-#include <vector>
 #include "../core/attention_math.hpp"
 #include "../core/simd_avx2.hpp"
-#include "host_buffer.hpp"
 
 namespace ds41 {
 
@@ -35,20 +33,20 @@ namespace attn_host {
 constexpr int kScoreSlice = 64;  // d per pass over kt: 64 keys x 64 d = 16 KiB
 constexpr int kValueSlice = 32;  // d per vb slice: 64 keys x 32 d = 8 KiB
 
-/// Per-thread scratch, grown to the largest D and head count seen (never shrunk: the sizes are
-/// the model's).
+/// The scratch of one call, carved from the caller's floats (64-byte aligned, every part a
+/// multiple of 16 floats so each stays aligned): kt, vb, the heads' scores then probabilities
+/// (H x 64), and their running max, denominator and alpha.
 struct Scratch {
-  HostBuffer<float> kt, vb, s;  // 64-byte aligned: the vector loads stay inside cache lines
-  std::vector<float> m, den, alpha;
-  std::vector<int> rows = std::vector<int>(kAttnBlock);
-  void reserve(int D, int H) {
-    const size_t kt_n = static_cast<size_t>(D) * kAttnBlock;
-    const size_t vb_n = static_cast<size_t>((D + kValueSlice - 1) / kValueSlice) * kValueSlice * kAttnBlock;
-    if (kt.size() < kt_n) kt = HostBuffer<float>(kt_n);
-    if (vb.size() < vb_n) vb = HostBuffer<float>(vb_n);
-    if (s.size() < static_cast<size_t>(H) * kAttnBlock) s = HostBuffer<float>(static_cast<size_t>(H) * kAttnBlock);
-    if (m.size() < static_cast<size_t>(H)) m.resize(H), den.resize(H), alpha.resize(H);
+  float *kt, *vb, *s, *m, *den, *alpha;
+  static size_t kt_floats(int D) { return static_cast<size_t>(D) * kAttnBlock; }
+  static size_t vb_floats(int D) {
+    return static_cast<size_t>((D + kValueSlice - 1) / kValueSlice) * kValueSlice * kAttnBlock;
   }
+  static size_t head_floats(int H) { return static_cast<size_t>((H + 15) / 16 * 16); }
+  static size_t floats(int D, int H) { return kt_floats(D) + vb_floats(D) + (kAttnBlock + 3) * head_floats(H); }
+  Scratch(float* p, int D, int H)
+      : kt(p), vb(kt + kt_floats(D)), s(vb + vb_floats(D)), m(s + kAttnBlock * head_floats(H)),
+        den(m + head_floats(H)), alpha(den + head_floats(H)) {}
 };
 
 /// kt[d][j] and vb from the block's nu unmasked rows (row pointers in `row`), each row read once:
@@ -152,44 +150,55 @@ inline void value_heads(const float* p, const float* alpha, int D, const float* 
 }  // namespace attn_host
 #endif
 
+/// Floats of scratch sparse_attn_heads_host needs for H heads of D (0 without AVX2).
+inline size_t attn_heads_scratch_floats(int D, int H) {
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  return attn_host::Scratch::floats(D, H);
+#else
+  (void)D, (void)H;
+  return 0;
+#endif
+}
+
 /// Heads [0, H) of one query, q [H][D] and out [H][D] (rows D apart), over the same index list
 /// idx[n] into kv (rows kv_stride apart), head h with sink[h]: bit for bit H calls of
-/// sparse_attn_head. Host only (the device runs a thread per head).
+/// sparse_attn_head. `scratch`: attn_heads_scratch_floats(D, H) floats, 64-byte aligned. Host
+/// only (the device runs a thread per head).
 inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stride, const int* idx, int n, int D,
-                                   int H, const float* sink, float scale, float* out) {
+                                   int H, const float* sink, float scale, float* out, float* scratch) {
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace attn_host;
-  thread_local Scratch sc;
-  sc.reserve(D, H);
+  const Scratch sc(scratch, D, H);
   std::fill(out, out + static_cast<long>(H) * D, 0.0f);  // the f32 accumulators
-  std::fill(sc.m.begin(), sc.m.begin() + H, -1e30f);
-  std::fill(sc.den.begin(), sc.den.begin() + H, 0.0f);
+  std::fill(sc.m, sc.m + H, -1e30f);
+  std::fill(sc.den, sc.den + H, 0.0f);
   const float* row[kAttnBlock];
+  int rows[kAttnBlock];  // the block positions of the unmasked keys
   for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
     const int bn = std::min(kAttnBlock, n - b0);
     int nu = 0;  // the block's unmasked keys, in index order
     for (int t = 0; t < bn; ++t)
-      if (idx[b0 + t] >= 0) sc.rows[nu] = t, row[nu++] = kv + static_cast<long>(idx[b0 + t]) * kv_stride;
-    gather_block(row, nu, D, sc.kt.data(), sc.vb.data());
-    float* dots = sc.s.data();
+      if (idx[b0 + t] >= 0) rows[nu] = t, row[nu++] = kv + static_cast<long>(idx[b0 + t]) * kv_stride;
+    gather_block(row, nu, D, sc.kt, sc.vb);
+    float* dots = sc.s;
     int h = 0;
-    for (; h + 2 <= H; h += 2) score_heads<2>(q + static_cast<long>(h) * D, D, sc.kt.data(), nu, dots + h * kAttnBlock);
-    for (; h < H; ++h) score_heads<1>(q + static_cast<long>(h) * D, D, sc.kt.data(), nu, dots + h * kAttnBlock);
+    for (; h + 2 <= H; h += 2) score_heads<2>(q + static_cast<long>(h) * D, D, sc.kt, nu, dots + h * kAttnBlock);
+    for (; h < H; ++h) score_heads<1>(q + static_cast<long>(h) * D, D, sc.kt, nu, dots + h * kAttnBlock);
     for (h = 0; h < H; ++h) {
       // scores to block positions (attn_block_softmax reads the unmasked ones), softmax, then
       // the probabilities back to the compact key order the value slices use
       float p[kAttnBlock] = {}, *dh = dots + h * kAttnBlock;
-      for (int j = 0; j < nu; ++j) p[sc.rows[j]] = dh[j] * scale;
+      for (int j = 0; j < nu; ++j) p[rows[j]] = dh[j] * scale;
       sc.alpha[h] = attn_block_softmax(p, idx + b0, bn, sc.m[h], sc.den[h]);
-      for (int j = 0; j < nu; ++j) dh[j] = p[sc.rows[j]];
+      for (int j = 0; j < nu; ++j) dh[j] = p[rows[j]];
     }
     for (h = 0; h + 2 <= H; h += 2)
-      value_heads<2>(dots + h * kAttnBlock, sc.alpha.data() + h, D, sc.vb.data(), nu, out + static_cast<long>(h) * D);
-    for (; h < H; ++h)
-      value_heads<1>(dots + h * kAttnBlock, sc.alpha.data() + h, D, sc.vb.data(), nu, out + static_cast<long>(h) * D);
+      value_heads<2>(dots + h * kAttnBlock, sc.alpha + h, D, sc.vb, nu, out + static_cast<long>(h) * D);
+    for (; h < H; ++h) value_heads<1>(dots + h * kAttnBlock, sc.alpha + h, D, sc.vb, nu, out + static_cast<long>(h) * D);
   }
   for (int h = 0; h < H; ++h) attn_finish(out + static_cast<long>(h) * D, D, sink[h], sc.m[h], sc.den[h]);
 #else
+  (void)scratch;
   for (int h = 0; h < H; ++h)
     sparse_attn_head(q + static_cast<long>(h) * D, kv, kv_stride, idx, n, D, sink[h], scale, out + static_cast<long>(h) * D);
 #endif

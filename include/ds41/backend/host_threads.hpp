@@ -34,7 +34,11 @@ class HostThreadPool {
  public:
   /// `threads` counts the calling thread: a pool of 1 runs everything inline.
   explicit HostThreadPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < threads; ++i)
+      workers_.emplace_back([this, i] {
+        slot() = i;
+        worker_loop();
+      });
   }
   ~HostThreadPool() {
     {
@@ -48,6 +52,11 @@ class HostThreadPool {
   HostThreadPool& operator=(const HostThreadPool&) = delete;
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  /// Which thread of a job runs the calling code: 0 outside the pool's workers (the caller, or
+  /// any thread running a job inline), i for worker i (1 .. threads() - 1). Two items of one job
+  /// never run at once under the same index, so a job may give each index its own scratch.
+  static int thread_index() { return slot(); }
 
   /// body(begin, end) over [0, n) in chunks of `grain` items, on the workers and the caller; returns
   /// when all chunks are done and rethrows the first exception a chunk threw. Runs inline when the
@@ -100,6 +109,10 @@ class HostThreadPool {
   }
 
  private:
+  static int& slot() {
+    thread_local int index = 0;
+    return index;
+  }
   static bool& in_job() {
     thread_local bool flag = false;
     return flag;

@@ -159,12 +159,14 @@ class CompressedAttnT {
         // (host_attention.hpp; the same bits as a call per head)
         const int group = attn_heads_per_item(H, B::threads());
         const long groups = (H + group - 1) / group;
-        B::for_each_heavy(T * groups, [=](long e) {
-          const long t = e / groups;
-          const int h0 = static_cast<int>(e % groups) * group, hn = H - h0 < group ? H - h0 : group;
-          const long e0 = t * H + h0;
-          sparse_attn_heads_host(pq + e0 * D, pkv, D, pi + t * nc, nc, D, hn, sink + h0, scale, po + e0 * D);
-        });
+        B::template for_each_with_scratch<float>(
+            T * groups, attn_heads_scratch_floats(D, group), true, [=](long e, float* scratch) {
+              const long t = e / groups;
+              const int h0 = static_cast<int>(e % groups) * group, hn = H - h0 < group ? H - h0 : group;
+              const long e0 = t * H + h0;
+              sparse_attn_heads_host(pq + e0 * D, pkv, D, pi + t * nc, nc, D, hn, sink + h0, scale, po + e0 * D,
+                                     scratch);
+            });
       } else {
         B::for_each(T * H, [=] DS41_LAMBDA(long e) {
           long t = e / H;
