@@ -545,6 +545,30 @@ TEST_CASE("HostBackend::for_each visits every item once, split or not") {
   }
 }
 
+TEST_CASE("HostBackend::for_each_with_scratch: every item once, no two running items share scratch") {
+  for (bool heavy : {true, false})
+    for (long n : {0L, 1L, 2L, 7L, 64L, 3000L}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<long> clashes{0};
+      HostBackend::for_each_with_scratch<long>(n, 3, heavy, [&](long i, long* scratch) {
+        hits[i]++;
+        scratch[0] = i;  // an item owns its scratch until it returns: nobody else may write it
+        for (int spin = 0; spin < 2000; ++spin) {
+          if (scratch[0] != i) ++clashes;
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        }
+        scratch[2] = i;
+      });
+      long wrong = 0;
+      for (auto& h : hits) wrong += h.load() != 1;
+      CAPTURE(heavy);
+      CAPTURE(n);
+      CHECK(wrong == 0);
+      CHECK(clashes.load() == 0);
+    }
+  CHECK(HostThreadPool::thread_index() == 0);  // the test's thread is no worker
+}
+
 namespace {
 /// The host backend as it was: scalar dot products, one thread.
 struct ScalarHostBackend : HostBackend {
