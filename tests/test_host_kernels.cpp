@@ -685,7 +685,7 @@ TEST_CASE("hc_post: the host expand_post gives the per-element formula's bits") 
 TEST_CASE("indexer scores: the host's 8 keys side by side give index_score_entry's bits") {
   std::mt19937 rng(61);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  for (int heads : {1, 3, 4, 32})
+  for (int heads : {1, 3, 4, 13, 32})  // 8 heads at once, then 4, then single ones
     for (int hd : {8, 13, 128})
       for (long nk : {1L, 8L, 13L, 40L}) {
         std::vector<float> q(static_cast<size_t>(heads) * hd), w(heads), keys(static_cast<size_t>(nk) * hd);

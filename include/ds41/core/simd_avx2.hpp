@@ -4,6 +4,7 @@
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include <cmath>
+#include <type_traits>
 #include "numeric.hpp"
 #include "quant.hpp"
 #include "torch_math.hpp"
@@ -61,7 +62,11 @@ inline __m256 exp_sleef_u10_8(__m256 d) {
   __m256 s = _mm256_fmadd_ps(qf, _mm256_set1_ps(-kLn2Hi), d);
   s = _mm256_fmadd_ps(qf, _mm256_set1_ps(-kLn2Lo), s);
   __m256 u = _mm256_set1_ps(kC0);
-  for (const float c : {kC1, kC2, kC3, kC4, kC5}) u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(c));
+  u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(kC1));
+  u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(kC2));
+  u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(kC3));
+  u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(kC4));
+  u = _mm256_fmadd_ps(u, s, _mm256_set1_ps(kC5));
   u = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(s, s), u, s));
   const __m256i q_half = _mm256_srai_epi32(q, 1), bias = _mm256_set1_epi32(0x7f);
   const auto pow2 = [&](__m256i k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, bias), 23)); };
@@ -114,31 +119,31 @@ inline void index_scores8(const float* q, const float* w, const float* const k[8
     for (int j = 0; j < 8; ++j) tail[j] = k[j][d0];
   __m256 total = _mm256_setzero_ps();
   const __m256 zero = _mm256_setzero_ps();
-  constexpr int kHeadsAtOnce = 4;  // independent dot chains in flight (one chain is add-latency bound)
-  for (int h0 = 0; h0 < heads; h0 += kHeadsAtOnce) {
-    const int hn = heads - h0 < kHeadsAtOnce ? heads - h0 : kHeadsAtOnce;
-    __m256 dot[kHeadsAtOnce];
-    for (int i = 0; i < kHeadsAtOnce; ++i) dot[i] = _mm256_setzero_ps();
-    if (hn == kHeadsAtOnce) {
-      const float* qh = q + static_cast<long>(h0) * hd;
-      for (int d = 0; d < hd; ++d) {
-        const __m256 kd = _mm256_load_ps(kt + d * 8);
-        for (int i = 0; i < kHeadsAtOnce; ++i)
-          dot[i] = _mm256_add_ps(dot[i], _mm256_mul_ps(_mm256_broadcast_ss(qh + static_cast<long>(i) * hd + d), kd));
-      }
-    } else {
-      for (int i = 0; i < hn; ++i) {
-        const float* qh = q + static_cast<long>(h0 + i) * hd;
-        for (int d = 0; d < hd; ++d)
-          dot[i] = _mm256_add_ps(dot[i], _mm256_mul_ps(_mm256_broadcast_ss(qh + d), _mm256_load_ps(kt + d * 8)));
-      }
+  // HN heads at once: HN independent add chains (one chain waits on its 3-cycle adds). 8 keep
+  // the multiply pipes busy: one core, 16384 keys x 32 heads x 128: 3.2-3.8 ms against 5.5-6.3
+  // with 4, and 10 ms when a runtime head count kept the sums in memory.
+  const auto heads_at_once = [&]<int HN>(std::integral_constant<int, HN>, int h0) {
+    __m256 dot[HN];
+#pragma GCC unroll 8
+    for (int i = 0; i < HN; ++i) dot[i] = _mm256_setzero_ps();
+    const float* qh = q + static_cast<long>(h0) * hd;
+    for (int d = 0; d < hd; ++d) {
+      const __m256 kd = _mm256_load_ps(kt + d * 8);
+#pragma GCC unroll 8
+      for (int i = 0; i < HN; ++i)
+        dot[i] = _mm256_add_ps(dot[i], _mm256_mul_ps(_mm256_broadcast_ss(qh + static_cast<long>(i) * hd + d), kd));
     }
-    for (int i = 0; i < hn; ++i) {  // the total in head order
+#pragma GCC unroll 8
+    for (int i = 0; i < HN; ++i) {  // the total in head order
       __m256 s = bf16_round8(dot[i]);
       s = _mm256_and_ps(s, _mm256_cmp_ps(s, zero, _CMP_GT_OQ));  // s > 0 ? s : 0 (NaN -> 0, as the scalar compare)
       total = _mm256_add_ps(total, bf16_round8(_mm256_mul_ps(s, _mm256_broadcast_ss(w + h0 + i))));
     }
-  }
+  };
+  int h0 = 0;
+  for (; h0 + 8 <= heads; h0 += 8) heads_at_once(std::integral_constant<int, 8>{}, h0);
+  for (; h0 + 4 <= heads; h0 += 4) heads_at_once(std::integral_constant<int, 4>{}, h0);
+  for (; h0 < heads; ++h0) heads_at_once(std::integral_constant<int, 1>{}, h0);
   _mm256_storeu_ps(out, bf16_round8(total));
 }
 
