@@ -73,7 +73,9 @@ struct HostBackend {
   /// running item i while the job runs. `heavy` items (tens of microseconds or more each) go one
   /// per chunk, on the pool from two items up; others split as for_each's. The scratch lives in
   /// the calling thread's buffer (one slot per pool thread), grown on first use and kept, as
-  /// host_gemv's input buffers are: a sequence allocates nothing here after its first call.
+  /// host_gemv's input buffers are: a sequence allocates nothing here after its first call. The
+  /// buffer belongs to the call site (each F is its own instantiation), so an item that calls
+  /// for_each_with_scratch with another lambda takes another buffer.
   template <class T, class F>
   static void for_each_with_scratch(long n, size_t per_thread, bool heavy, F f) {
     HostThreadPool& pool = HostThreadPool::global();

@@ -46,8 +46,10 @@ struct TopkEntry {
 /// (value, index)), by selection then a sort of the k: O(n + k log k) instead of topk_row's
 /// insertion into a sorted list, which moves ~k/2 entries per insertion. One core: 16384 scores,
 /// k = 512: 128 us against 554 us; 640 / 512: 9.5 against 99 us; but 384 / 6: 1.3 against
-/// 0.9 us, so k <= 8 keeps the insertion. A host function; `scratch` holds n entries.
+/// 0.9 us, so k <= 8 keeps the insertion. A host function; `scratch` holds n entries. Like
+/// topk_row, writes min(k, n) indices.
 inline void topk_row_select(const float* v, int n, int k, int* idx, TopkEntry* scratch) {
+  k = std::min(k, n);
   if (k <= 8) return topk_row(v, n, k, idx, nullptr);
   for (int i = 0; i < n; ++i) scratch[i] = {is_nan(v[i]) ? -INFINITY : v[i], i};
   const auto before = [](const TopkEntry& a, const TopkEntry& b) { return topk_before(a.value, a.index, b.value, b.index); };
