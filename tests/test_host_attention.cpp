@@ -11,19 +11,12 @@
 #include "ds41/backend/host_buffer.hpp"
 #include "ds41/core/attention_math.hpp"
 #include "ds41/core/simd_avx2.hpp"
+#include "same_bits.hpp"
 
 using namespace ds41;
+using ds41::testing::same_bits;
 
 namespace {
-
-/// Same float, or both NaN.
-bool same_bits(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  uint32_t ua, ub;
-  std::memcpy(&ua, &a, 4);
-  std::memcpy(&ub, &b, 4);
-  return ua == ub;
-}
 
 /// The scratch sparse_attn_heads_host takes, filled with NaN: no result may depend on what a
 /// previous call left there.

@@ -17,8 +17,10 @@
 #include <immintrin.h>
 #endif
 #include "golden_checks.hpp"
+#include "same_bits.hpp"
 
 using namespace ds41;
+using ds41::testing::same_bits;
 
 namespace {
 
@@ -61,14 +63,6 @@ HostTensor random_matrix(WeightFormat f, int rows, int cols, std::mt19937& rng, 
       break;
   }
   return t;
-}
-
-bool same_bits(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  uint32_t ua, ub;
-  std::memcpy(&ua, &a, 4);
-  std::memcpy(&ub, &b, 4);
-  return ua == ub;
 }
 
 /// Runs host_gemv::linear and the scalar reference on the same data; returns the mismatches.
