@@ -57,6 +57,35 @@ DS41_LINEAR_SHAPES(WeightFormat::kF32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp8Block32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp4Block32);
 
+// The fp8 decode GEMV (the scaled-domain decoder) with AVX2 alone against the widest vectors this
+// build has (AVX-512 where compiled in: host_gemv_scaled512.hpp; else the same AVX2 kernel twice),
+// side by side in one run. Args: rows, cols (T = 1).
+template <host_gemv::VectorIsa kIsa>
+void BM_Fp8Decode(benchmark::State& st) {
+  const long rows = st.range(0), cols = st.range(1);
+  HostTensor w = random_matrix(WeightFormat::kFp8Block32, rows, cols, 1);
+  Matrix<HostBackend> m(w);
+  if (!m.view().host_scaled_decode) st.SkipWithError("the matrix did not take the scaled decoder");
+  std::vector<float> x = random_activations(cols, 2), y(rows);
+  for (auto _ : st) {
+    host_gemv::linear(x.data(), 1, cols, m.view(), y.data(), rows, OutRound::kBF16, HostThreadPool::global(), kIsa);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * rows * cols);
+}
+#define DS41_FP8_DECODE_SHAPES(ISA)                                                                   \
+  BENCHMARK(BM_Fp8Decode<ISA>)                                                                        \
+      ->ArgNames({"rows", "cols"})                                                                    \
+      ->Args({kQRank, kDim})                                                                          \
+      ->Args({kHeads * kHeadDim, kQRank})                                                             \
+      ->Args({kDim, kOGroups * kORank})                                                               \
+      ->Args({kDim, kInter})                                                                          \
+      ->UseRealTime()                                                                                 \
+      ->Unit(benchmark::kMicrosecond)
+DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kAvx2);
+DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kWidest);
+
 // One routed expert for one token: w1, w3 [2304, 5120] and w2 [5120, 2304] in fp4, clamped SwiGLU
 // between (the MoE's run_expert sequence). Arg: input rows.
 void BM_ExpertSwiGLU(benchmark::State& st) {

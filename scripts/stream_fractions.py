@@ -3,7 +3,7 @@ r"""Issue 6's table from several bench_kernels runs: each benchmark's median tim
 bytes/s as a fraction of BM_StreamRead from the same run (median and range over the runs).
 
     for r in 1 2 3 4 5; do
-      ./build/bench/bench_kernels --benchmark_filter='StreamRead|BM_Linear' --benchmark_repetitions=5 \
+      ./build/bench/bench_kernels --benchmark_filter='StreamRead|BM_Linear|BM_Fp8Decode' --benchmark_repetitions=5 \
         --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
         --benchmark_format=json > run$r.json
     done
@@ -54,6 +54,8 @@ def main(paths):
         r = rows[name]
         label = re.sub(r"BM_Linear<WeightFormat::k(\w+)>/rows:(\d+)/cols:(\d+)/T:(\d+)/real_time",
                        r"linear \1 \2x\3 T=\4", name)
+        label = re.sub(r"BM_Fp8Decode<host_gemv::VectorIsa::k(\w+)>/rows:(\d+)/cols:(\d+)/real_time",
+                       lambda m: f"fp8 decode, {m[1].lower()} {m[2]}x{m[3]}", label)
         frac = [x[3] for x in r]
         print(f"| {label} | {time_text(statistics.median(x[0] for x in r), r[0][1])} | "
               f"{statistics.median(x[2] for x in r):.1f} | {100 * statistics.median(frac):.0f}% "

@@ -103,7 +103,8 @@ struct PanelMatrix {
 /// Runs host_gemv::linear on rows [r0, r0 + n) of the panel copy `p` and compares every output
 /// with the scalar MatrixView::dot on the row-major original `t`; returns the mismatches.
 long compare_panel_linear(const HostTensor& t, const MatrixView& p, int r0, int n, int T, OutRound round,
-                          std::mt19937& rng, HostThreadPool& pool) {
+                          std::mt19937& rng, HostThreadPool& pool,
+                          host_gemv::VectorIsa isa = host_gemv::VectorIsa::kWidest) {
   const MatrixView w = t.view(), slice = p.row_slice(r0, n);
   const long x_stride = w.cols + 3, y_stride = n + 5;
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
@@ -111,7 +112,7 @@ long compare_panel_linear(const HostTensor& t, const MatrixView& p, int r0, int 
   for (auto& e : x) e = uni(rng);  // full f32 activations: products round
   x[0] = -0.0f;
   std::vector<float> fast(static_cast<size_t>(T) * y_stride, 7.0f), ref(fast);
-  host_gemv::linear(x.data(), T, x_stride, slice, fast.data(), y_stride, round, pool);
+  host_gemv::linear(x.data(), T, x_stride, slice, fast.data(), y_stride, round, pool, isa);
   for (int r = 0; r < T; ++r)
     for (int i = 0; i < n; ++i) ref[r * y_stride + i] = apply_round(w.dot(x.data() + r * x_stride, r0 + i), round);
   long bad = 0;
@@ -237,10 +238,11 @@ HostTensor fp8_trained_like(int rows, int cols, std::mt19937& rng) {
 }
 
 /// compare_panel_linear with a caller-chosen single input row x (T = 1).
-long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vector<float>& x, HostThreadPool& pool) {
+long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vector<float>& x, HostThreadPool& pool,
+                        host_gemv::VectorIsa isa) {
   const MatrixView w = t.view();
   std::vector<float> fast(w.rows, 7.0f);
-  host_gemv::linear(x.data(), 1, w.cols, p, fast.data(), w.rows, OutRound::kF32, pool);
+  host_gemv::linear(x.data(), 1, w.cols, p, fast.data(), w.rows, OutRound::kF32, pool, isa);
   long bad = 0;
   for (int n = 0; n < w.rows; ++n) bad += !same_bits(fast[n], w.dot(x.data(), n));
   return bad;
@@ -249,6 +251,9 @@ long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vec
 }  // namespace
 
 TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
+  // every check runs with the widest vectors this build has (AVX-512 where compiled in,
+  // host_gemv_scaled512.hpp) and with AVX2 alone: the two decoders must give the same bits
+  const host_gemv::VectorIsa isas[] = {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx2};
   std::mt19937 rng(37);
   HostThreadPool pool(2);
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
@@ -262,7 +267,8 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
     HostTensor big_scale = fp8_trained_like(64, 96, rng);  // block scales multiply unscaled partials
     big_scale.scales[3] = 0x1p70f;
     CHECK(PanelMatrix(big_scale).view.host_scaled_decode);
-    CHECK(compare_panel_linear(big_scale, PanelMatrix(big_scale).view, 0, 64, 1, OutRound::kF32, rng, pool) == 0);
+    for (auto isa : isas)
+      CHECK(compare_panel_linear(big_scale, PanelMatrix(big_scale).view, 0, 64, 1, OutRound::kF32, rng, pool, isa) == 0);
     CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp8Block32, 64, 96, rng)).view.host_scaled_decode);  // ~5% subnormal
     CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kFp4Block32, 64, 96, rng)).view.host_scaled_decode);
     CHECK_FALSE(PanelMatrix(random_matrix(WeightFormat::kBF16, 64, 96, rng)).view.host_scaled_decode);
@@ -281,19 +287,42 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
           CAPTURE(format_name(f));
           CAPTURE(rows);
           CAPTURE(cols);
-          CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
-          CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool) == 0);
+          for (auto isa : isas) {
+            CAPTURE(static_cast<int>(isa));
+            CHECK(compare_panel_gemv(t, p.view, x, pool, isa) == 0);
+            CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool, isa) == 0);
+          }
         }
   }
   SUBCASE("row slices on and off panel boundaries (grouped wo_a views)") {
     HostTensor t = fp8_trained_like(96, 100, rng);
     PanelMatrix p(t);
     REQUIRE(p.view.host_scaled_decode);
-    const int slices[][2] = {{0, 8}, {8, 8}, {32, 24}, {3, 5}, {5, 13}, {9, 40}, {1, 95}};
-    for (const auto& slice : slices) {
-      CAPTURE(slice[0]);
-      CAPTURE(slice[1]);
-      CHECK(compare_panel_linear(t, p.view, slice[0], slice[1], 1, OutRound::kBF16, rng, pool) == 0);
+    // {1, 95} and {8, 64}: tiles from an odd panel, so a 16-row vector's two panels (3 and 4)
+    // lie in different 32-row scale blocks
+    const int slices[][2] = {{0, 8}, {8, 8}, {32, 24}, {3, 5}, {5, 13}, {9, 40}, {1, 95}, {8, 64}, {16, 48}};
+    for (const auto& slice : slices)
+      for (auto isa : isas) {
+        CAPTURE(slice[0]);
+        CAPTURE(slice[1]);
+        CAPTURE(static_cast<int>(isa));
+        CHECK(compare_panel_linear(t, p.view, slice[0], slice[1], 1, OutRound::kBF16, rng, pool, isa) == 0);
+      }
+  }
+  SUBCASE("V4.1-sized, threaded: whole matrices and slices from odd panels") {
+    for (int cols : {1280, 5120 + 16}) {
+      HostTensor t = fp8_trained_like(cols == 1280 ? 1056 : 264, cols, rng);
+      PanelMatrix p(t);
+      REQUIRE(p.view.host_scaled_decode);
+      const int rows = static_cast<int>(t.shape[0]);
+      HostThreadPool& global = HostThreadPool::global();
+      for (auto isa : isas) {
+        CAPTURE(cols);
+        CAPTURE(static_cast<int>(isa));
+        CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, global, isa) == 0);
+        CHECK(compare_panel_linear(t, p.view, 8, rows - 16, 1, OutRound::kBF16, rng, global, isa) == 0);
+        CHECK(compare_panel_linear(t, p.view, rows - 40, 40, 1, OutRound::kF32, rng, global, isa) == 0);
+      }
     }
   }
   SUBCASE("inputs at and past the exact range's edges (in range: scaled; out: the table decoders)") {
@@ -309,13 +338,13 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
         x[77] = -e;
         CAPTURE(format_name(f));
         CAPTURE(e);
-        CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+        for (auto isa : isas) CHECK(compare_panel_gemv(t, p.view, x, pool, isa) == 0);
         // only the edge values nonzero: an out-of-range x taken by a scaled decoder would
         // underflow (tiny) or overflow (huge) there, and the outputs would differ
         std::vector<float> sparse(200, 0.0f);
         sparse[5] = e;
         sparse[77] = -0.75f * e;
-        CHECK(compare_panel_gemv(t, p.view, sparse, pool) == 0);
+        for (auto isa : isas) CHECK(compare_panel_gemv(t, p.view, sparse, pool, isa) == 0);
       }
     }
   }
@@ -330,12 +359,13 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
       REQUIRE(p.view.host_scaled_decode == (f == WeightFormat::kFp8Block32));
       const std::vector<float> x = {0x1.00001p-57f, 0x1p-57f};
       CAPTURE(format_name(f));
-      CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+      for (auto isa : isas) CHECK(compare_panel_gemv(t, p.view, x, pool, isa) == 0);
       // with FTZ/DAZ set on the computing thread the table decoders run
       HostThreadPool inline_pool(1);  // runs on this thread, whose MXCSR is changed below
       const unsigned saved = _mm_getcsr();
       _mm_setcsr(saved | 0x8040u);
-      const long bad = compare_panel_gemv(t, p.view, x, inline_pool);
+      long bad = 0;
+      for (auto isa : isas) bad += compare_panel_gemv(t, p.view, x, inline_pool, isa);
       _mm_setcsr(saved);
       CHECK(bad == 0);
     }
@@ -446,7 +476,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
     for (int b = 0; b < 12; ++b) (planes.block_unit[b] != 0.0f ? integer_blocks : float_blocks) += 1;
     CHECK(planes.block_unit[12] == 0.0f);  // the tail block is never summed in integers
     CAPTURE(trial);
-    CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+    CHECK(compare_panel_gemv(t, p.view, x, pool, host_gemv::VectorIsa::kWidest) == 0);
   }
   CHECK(integer_blocks > 500);  // most blocks of normal activations qualify...
   CHECK(float_blocks > 0);      // ...and the exactness test turns some away
@@ -460,7 +490,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   HostBuffer<uint32_t> words;
   HostBuffer<float> units;
   CHECK(host_gemv::fp4int::prepare(q.data(), K, words, units).block_unit[0] == 0.0f);
-  CHECK(compare_panel_gemv(t, p.view, x, pool) == 0);
+  CHECK(compare_panel_gemv(t, p.view, x, pool, host_gemv::VectorIsa::kWidest) == 0);
   // the sum bound alone: every xi fits two byte planes (t = 2) but Σ xi'·12 > 2^24. Row 0's K-order
   // float sum reaches 67200 (ulp 2^-7), rounds the product 11/256 there, then falls to 51072
   // (ulp 2^-8), where the integer sum would have kept the bit
@@ -480,7 +510,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   act_quant_row(xe.data(), 32, qe.data(), qse.data());
   CHECK(host_gemv::fp4int::prepare(qe.data(), 32, words, units).block_unit[0] == 0.0f);
   CHECK(e.view().dot(xe.data(), 0) == 51072.046875f);  // the float order's rounding, not 51072.04296875
-  CHECK(compare_panel_gemv(e, ep.view, xe, pool) == 0);
+  CHECK(compare_panel_gemv(e, ep.view, xe, pool, host_gemv::VectorIsa::kWidest) == 0);
   // the int16 lane bound alone: t = 4, the top 448·2^9 >> 4 = 14336 < 2^16 and the sum bound holds,
   // but the 16 columns {0, 1, 4, 5} + 8g feed one 16-bit lane with 240 each: at weight +6 (w2 = 12)
   // the lane would sum 46080, past 32767, and wrap
@@ -495,7 +525,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   act_quant_row(xl.data(), 32, ql.data(), qsl.data());
   CHECK(qsl[0] == 1.0f);
   CHECK(host_gemv::fp4int::prepare(ql.data(), 32, words, units).block_unit[0] == 0.0f);
-  CHECK(compare_panel_gemv(e, six.view, xl, pool) == 0);
+  CHECK(compare_panel_gemv(e, six.view, xl, pool, host_gemv::VectorIsa::kWidest) == 0);
 }
 #endif
 

@@ -33,6 +33,7 @@
 #include "host_gemv_fp4int.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_scaled.hpp"
+#include "host_gemv_scaled512.hpp"
 #include "host_threads.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -346,15 +347,25 @@ struct PreparedInput {
   const float* fp4_block_units = nullptr;     // and per-block units
 };
 
+/// The vector width the host Linear's kernels may use: the widest this build has (AVX-512 where
+/// the translation unit has it, see host_gemv_scaled512.hpp), or AVX2 alone, so that tests and
+/// benchmarks can run both on one machine. The results are the same bits either way.
+enum class VectorIsa { kWidest, kAvx2 };
+
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
 /// weights x holds act_quant's q and prepared.x_scale its scales (null: raw x, the scalar path
 /// quantises on the fly).
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, PreparedInput prepared = {}) {
+                        OutRound round, int n_begin, int n_end, PreparedInput prepared = {},
+                        VectorIsa isa = VectorIsa::kWidest) {
   const float* xs = block_scaled(w.format) ? prepared.x_scale : nullptr;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
   if (xs || !block_scaled(w.format)) {
+#if defined(DS41_HOST_AVX512)
+    if (T == 1 && prepared.scaled_x && scaled::usable(w) && isa == VectorIsa::kWidest)
+      return scaled512::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
+#endif
     if (T == 1 && prepared.scaled_x && scaled::usable(w))
       return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
     if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w))
@@ -387,7 +398,7 @@ constexpr int kRowsPerItem = 32;
 
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                   OutRound round, HostThreadPool& pool) {
+                   OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kWidest) {
   if (T <= 0 || w.rows <= 0) return;
   PreparedInput prepared;
   // fp8/fp4: the reference's act_quant of every input row, once (the kernels read q and scales)
@@ -428,7 +439,7 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
   const long items = (w.rows + kRowsPerItem - 1) / kRowsPerItem;
   auto run = [&](long begin, long end) {
     linear_rows(x, T, x_stride, w, y, y_stride, round, static_cast<int>(begin * kRowsPerItem),
-                static_cast<int>(std::min<long>(w.rows, end * kRowsPerItem)), prepared);
+                static_cast<int>(std::min<long>(w.rows, end * kRowsPerItem)), prepared, isa);
   };
   const long macs = T * static_cast<long>(w.rows) * w.cols;
   if (pool.threads() == 1 || macs < kParallelLinearMinMacs || items < 2) return run(0, items);

@@ -1,0 +1,158 @@
+// ds41/backend/host_gemv_scaled512.hpp — the scaled-domain fp8 decode GEMV (host_gemv_scaled.hpp)
+// with 512-bit vectors: two panels (16 rows) per vector, bit-identical to MatrixView::dot.
+//
+// Why: the AVX2 decoder is bound by how many vector operations a core issues (~8 per column pair
+// of 8 rows), not by one pipe, and on a core of ~30 GB/s of memory it runs barely faster than the
+// weights stream in (one Zen 5 core: ~30 Gweights/s from L3 against a ~30 GB/s stream read), so
+// every miss it does not overlap shows: 32768 x 1280 (short 8-row panels) read at ~70% of the
+// stream on one core. A zmm lane does the same per-row work as a ymm lane, so 16 rows per
+// vector need about half the operations per weight: one 256-bit load and one insert-with-load
+// per two panels' group (the two panels lie pb bytes apart), and the same shifts, masks and
+// exact fused multiply-adds as decode_column_pair, now on 16 lanes.
+//
+// Lanes 0-7 are panel p's rows, lanes 8-15 panel p + 1's; each lane is its row's own chain in K
+// order, exactly the operations of the AVX2 tile (every guard, the 2^60 scalings and the block
+// finish acc + (part·s_x)·s_w are the same, lane for lane), so both give the reference's bits.
+// Only the fp8 block scale differs per half: p and p + 1 may lie in different 32-row blocks
+// when a row slice starts off a 32-row boundary. Compiled when the translation unit has AVX-512
+// F, BW, DQ and VL (Skylake-SP and later Intel cores, Zen 4 and later); a single panel left at a
+// walk's end takes the AVX2 tile.
+#pragma once
+#include "host_gemv_scaled.hpp"
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+    !defined(__CUDA_ARCH__)
+#define DS41_HOST_AVX512 1
+#include <immintrin.h>
+
+namespace ds41::host_gemv::scaled512 {
+
+/// Group q of panels a and b (32 bytes each) as one vector: a's in the low half, b's in the high.
+inline __m512i load_group_pair(const uint8_t* panel_a, const uint8_t* panel_b, int q) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(panels::load_group(panel_a, q)), panels::load_group(panel_b, q), 1);
+}
+
+/// scaled::shifted_pair on 16 lanes (the same bytes, panel_code_byte's order).
+inline __m512i shifted_pair(__m512i codes, int j) {
+  const __m512i by_2_12 = _mm512_set1_epi16(1 << 12);
+  return _mm512_mulhi_epi16(j == 0 ? codes : _mm512_slli_epi16(codes, 8), by_2_12);
+}
+
+/// scaled::keep_weight on 16 lanes: w' = w·2^-120 from sign | c[6:0] << 20 in a lane's top half.
+inline __m512 keep_weight(__m512i shifted) {
+  return _mm512_castsi512_ps(_mm512_and_si512(shifted, _mm512_set1_epi32(static_cast<int>(0x87F00000u))));
+}
+
+/// Columns j and j + 1 (j = 0 or 2) of a group pair as w' (scaled::decode_column_pair).
+inline void decode_column_pair(__m512i codes, int j, __m512& wj, __m512& wj1) {
+  const __m512i shifted = shifted_pair(codes, j);
+  wj = keep_weight(shifted);
+  wj1 = keep_weight(_mm512_slli_epi32(shifted, 16));
+}
+
+/// Column j (0-3) of a group pair as w'.
+inline __m512 decode_column(__m512i codes, int j) {
+  const __m512i shifted = shifted_pair(codes, j & 2);
+  return keep_weight(j & 1 ? _mm512_slli_epi32(shifted, 16) : shifted);
+}
+
+/// part[b][v] += Σ over the 8 groups from q0[b] of panels p0 + 2v and p0 + 2v + 1, in K order
+/// (scaled::add_blocks with 16 rows a vector). Each group pair is loaded once for its 4 columns.
+template <int B, int NV>
+inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const int (&q0)[B], __m512 (&part)[B][NV]) {
+  for (int i = 0; i < panels::kBlockK / 4; ++i) {
+    __m512i codes[B][NV];
+    for (int b = 0; b < B; ++b)
+      for (int v = 0; v < NV; ++v) codes[b][v] = load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q0[b] + i);
+    for (int j = 0; j < 4; j += 2) {
+      __m512 x0[B], x1[B];
+      for (int b = 0; b < B; ++b) {
+        x0[b] = _mm512_set1_ps(xs[4 * (q0[b] + i) + j]);
+        x1[b] = _mm512_set1_ps(xs[4 * (q0[b] + i) + j + 1]);
+      }
+      for (int v = 0; v < NV; ++v)
+        for (int b = 0; b < B; ++b) {
+          __m512 wj, wj1;
+          decode_column_pair(codes[b][v], j, wj, wj1);
+          part[b][v] = _mm512_fmadd_ps(x1[b], wj1, _mm512_fmadd_ps(x0[b], wj, part[b][v]));
+        }
+    }
+  }
+}
+
+/// The fp8 block scales of panels p and p + 1 for the 32-column block kbi, one per lane.
+inline __m512 block_scales_pair(const MatrixView& w, long p, int kbi) {
+  return _mm512_insertf32x8(_mm512_set1_ps(*panels::block_scales_at(w, p, kbi)),
+                            _mm256_broadcast_ss(panels::block_scales_at(w, p + 1, kbi)), 1);
+}
+
+/// Decode GEMV of panels [p0, p0 + 2·NV) into y[0 .. 16·NV): scaled::gemv_tile, 16 rows a vector.
+template <int NV>
+void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long p0, int ahead, float* y,
+               OutRound round) {
+  constexpr int g = 4;  // K positions per 32-byte panel group
+  constexpr int NP = 2 * NV;
+  const int K = w.cols;
+  const long pb = panel_bytes(w.format, K);
+  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  const __m512 part_back = _mm512_set1_ps(scaled::kPartScale);
+  __m512 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
+  const auto finish_block = [&](int kb, const __m512(&part)[NV]) {
+    const __m512 sx = _mm512_set1_ps(x_scale[kb / 32]);
+    for (int v = 0; v < NV; ++v) {
+      const __m512 sw = block_scales_pair(w, p0 + 2 * v, kb / 32);
+      acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(part[v], part_back), sx), sw));
+    }
+  };
+  const int whole = K / panels::kBlockK * panels::kBlockK;  // blocks below `whole` lie inside K
+  int kb = 0;
+  for (; kb + 2 * panels::kBlockK <= whole; kb += 2 * panels::kBlockK) {
+    __m512 part[2][NV];
+    for (int v = 0; v < NV; ++v) part[0][v] = part[1][v] = _mm512_setzero_ps();
+    for (int v = 0; v < ahead; ++v)  // the next tile's groups of these two blocks
+      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), 2 * panels::kBlockK / g * 32);
+    add_blocks<2, NV>(xs, panel0, pb, {kb / g, kb / g + panels::kBlockK / g}, part);
+    finish_block(kb, part[0]);
+    finish_block(kb + panels::kBlockK, part[1]);
+  }
+  for (; kb < K; kb += panels::kBlockK) {
+    __m512 part[1][NV];
+    for (int v = 0; v < NV; ++v) part[0][v] = _mm512_setzero_ps();
+    if (kb < whole) {
+      add_blocks<1, NV>(xs, panel0, pb, {kb / g}, part);
+    } else {  // the K tail, column by column
+      for (int k = kb; k < K; ++k) {
+        const __m512 xk = _mm512_set1_ps(xs[k]);
+        for (int v = 0; v < NV; ++v) {
+          const __m512i codes = load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, k / g);
+          part[0][v] = _mm512_fmadd_ps(xk, decode_column(codes, k % g), part[0][v]);
+        }
+      }
+    }
+    finish_block(kb, part[0]);
+  }
+  for (int v = 0; v < NV; ++v) {
+    alignas(64) float a[16];
+    _mm512_store_ps(a, acc[v]);
+    for (int i = 0; i < 16; ++i) y[16 * v + i] = apply_round(a[i], round);
+  }
+}
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for one input row (scaled::gemv_rows): tiles of
+/// 4 panels as 2 vectors, a single panel by the AVX2 tile, rows outside whole panels by the
+/// scalar panel dot.
+inline void gemv_rows(const float* q, const float* x_scale, const float* xs, const MatrixView& w, float* y,
+                      OutRound round, int n_begin, int n_end) {
+  static_assert(panels::kTilePanels == 4, "a tile of 4 panels is 2 vectors of 16 rows");
+  panels::walk_panel_rows(
+      w, n_begin, n_end,
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
+        const int ahead = panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols));
+        if constexpr (NP == 4) gemv_tile<2>(xs, x_scale, w, p0, ahead, y + n, round);
+        else scaled::gemv_tile<NP>(xs, x_scale, w, p0, ahead, y + n, round);
+      },
+      [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
+}
+
+}  // namespace ds41::host_gemv::scaled512
+#endif
