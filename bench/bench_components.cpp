@@ -18,8 +18,9 @@
 // Shapes: DeepSeek-V4.1-Flash (dim 5120, hc 4, Sinkhorn 20, head_dim 512 = the compressed latent,
 // compress ratio 4) with synthetic weights in the formats bench_layer uses (hc and compressor
 // weights f32, dense fp8 32x32-block), and the tiny golden fixture (dim 64, hc 4) with its own
-// regenerated weights (first Arg "tiny" = 1). BM_StreamRead is the bandwidth reference: read every
-// bytes_per_second here as a fraction of it (same run, same thread pool). Bytes are what the step
+// regenerated weights (first Arg "tiny" = 1). BM_StreamRead and BM_StreamReadPrefetch (the same with a
+// software prefetch) are the bandwidth reference: read every bytes_per_second here as a
+// fraction of the faster (same run, same thread pool). Bytes are what the step
 // must read (weights, table rows, state, its activations) and write (outputs), counted once.
 //
 //   ./build/bench/bench_components [--benchmark_filter=Engram]   (DS41_HOST_THREADS=n to pin threads)
@@ -42,6 +43,7 @@ namespace {
 using B = HostBackend;
 
 BENCHMARK(BM_StreamRead)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StreamReadPrefetch)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ------------------------------------------------------------------------------- V4.1 shapes
 // Engram sizes. No V4.1-Flash engram config is in this repository (ModelConfig defaults are 0; the

@@ -23,6 +23,7 @@ void BM_V41DecodeStep(benchmark::State& st) { bench::v41_decode_steps<HostBacken
 BENCHMARK(BM_V41DecodeStep)->Args({1, 256})->Args({2, 256})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 
 BENCHMARK(bench::BM_StreamRead)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(bench::BM_StreamReadPrefetch)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

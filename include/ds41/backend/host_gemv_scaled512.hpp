@@ -8,7 +8,10 @@
 // stream on one core. A zmm lane does the same per-row work as a ymm lane, so 16 rows per
 // vector need about half the operations per weight: one 256-bit load and one insert-with-load
 // per two panels' group (the two panels lie pb bytes apart), and the same shifts, masks and
-// exact fused multiply-adds as decode_column_pair, now on 16 lanes.
+// exact fused multiply-adds as decode_column_pair, now on 16 lanes. With that many fewer
+// operations the kernel waits on memory instead, so each panel is also prefetched a few KiB
+// ahead of its use (kPrefetchAhead), which the compute-bound AVX2 decoder measured slower with
+// (on Zen 3; README "Performance").
 //
 // Lanes 0-7 are panel p's rows, lanes 8-15 panel p + 1's; each lane is its row's own chain in K
 // order, exactly the operations of the AVX2 tile (every guard, the 2^60 scalings and the block
@@ -18,6 +21,7 @@
 // F, BW, DQ and VL (Skylake-SP and later Intel cores, Zen 4 and later); a single panel left at a
 // walk's end takes the AVX2 tile.
 #pragma once
+#include <cstdint>
 #include "host_gemv_scaled.hpp"
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     !defined(__CUDA_ARCH__)
@@ -25,6 +29,24 @@
 #include <immintrin.h>
 
 namespace ds41::host_gemv::scaled512 {
+
+/// How far ahead of the groups being summed each panel of a tile is prefetched (into L1), in
+/// bytes. Why: with half the AVX2 decoder's operations the kernel waits on memory, and the
+/// hardware prefetcher alone, following a tile's 4 panel streams, left one Zen 5 core at ~18-25
+/// GB/s from DRAM where a plain stream read gets ~35. Measured side by side (one run, 8
+/// interleaved repetitions each, 2 threads / 1 thread), 32768 x 1280: no prefetch 1.26 / 2.44 ms,
+/// 1 KiB 770 us / 1.69 ms, 2 KiB 764 us / 1.40 ms, 3 KiB 669 us / 1.45 ms, 4 KiB 854 us / 1.57
+/// ms, 6 KiB 788 us / 1.58 ms; 5120 x 8192: 746 us / 1.51 ms, 799 / 1.36, 783 / 1.27, 678 / 1.13,
+/// 748 / 1.16, 668 / 1.20. Past a panel's end the lines are the next panel's (panels are
+/// contiguous), or past the matrix, which a prefetch never faults on.
+constexpr int kPrefetchAhead = 3072;
+
+/// Prefetches `bytes` (whole lines) at kPrefetchAhead past `p`. The address is formed as an
+/// integer: it may lie past the end of the matrix, where no C++ pointer may point.
+inline void prefetch_ahead(const uint8_t* p, int bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+  for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
+}
 
 /// Group q of panels a and b (32 bytes each) as one vector: a's in the low half, b's in the high.
 inline __m512i load_group_pair(const uint8_t* panel_a, const uint8_t* panel_b, int q) {
@@ -111,6 +133,8 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
     for (int v = 0; v < NV; ++v) part[0][v] = part[1][v] = _mm512_setzero_ps();
     for (int v = 0; v < ahead; ++v)  // the next tile's groups of these two blocks
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), 2 * panels::kBlockK / g * 32);
+    for (int v = 0; v < NP; ++v)  // these two blocks' groups, kPrefetchAhead on
+      prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), 2 * panels::kBlockK / g * 32);
     add_blocks<2, NV>(xs, panel0, pb, {kb / g, kb / g + panels::kBlockK / g}, part);
     finish_block(kb, part[0]);
     finish_block(kb + panels::kBlockK, part[1]);
