@@ -77,15 +77,17 @@ DS41_LINEAR_SHAPES(WeightFormat::kF32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp8Block32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp4Block32);
 
-// The fp8 decode GEMV (the scaled-domain decoder) with AVX2 alone against the widest vectors this
-// build has (AVX-512 where compiled in: host_gemv_scaled512.hpp; else the same AVX2 kernel twice),
-// side by side in one run, weights cold (ColdMatrices). Args: rows, cols (T = 1).
-template <host_gemv::VectorIsa kIsa>
-void BM_Fp8Decode(benchmark::State& st) {
+// The fp8 and fp4 decode GEMVs (the scaled-domain decoder, the integer block sums) with AVX2 alone
+// against the widest vectors this build has (AVX-512 where compiled in: host_gemv_scaled512.hpp,
+// host_gemv_fp4int512.hpp; else the same AVX2 kernels twice), side by side in one run, weights
+// cold (ColdMatrices). Args: rows, cols (T = 1).
+template <WeightFormat F, host_gemv::VectorIsa kIsa>
+void BM_DecodeGemv(benchmark::State& st) {
   const long rows = st.range(0), cols = st.range(1);
-  HostTensor w = random_matrix(WeightFormat::kFp8Block32, rows, cols, 1);
+  HostTensor w = random_matrix(F, rows, cols, 1);
   ColdMatrices m(w);
-  if (!m.copies[0]->view().host_scaled_decode) st.SkipWithError("the matrix did not take the scaled decoder");
+  if (F == WeightFormat::kFp8Block32 && !m.copies[0]->view().host_scaled_decode)
+    st.SkipWithError("the matrix did not take the scaled decoder");
   std::vector<float> x = random_activations(cols, 2), y(rows);
   for (auto _ : st) {
     host_gemv::linear(x.data(), 1, cols, m.take(), y.data(), rows, OutRound::kBF16, HostThreadPool::global(), kIsa);
@@ -94,8 +96,8 @@ void BM_Fp8Decode(benchmark::State& st) {
   }
   set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * rows * cols);
 }
-#define DS41_FP8_DECODE_SHAPES(ISA)                                                                   \
-  BENCHMARK(BM_Fp8Decode<ISA>)                                                                        \
+#define DS41_DECODE_SHAPES(F, ISA)                                                                    \
+  BENCHMARK(BM_DecodeGemv<F, ISA>)                                                                    \
       ->ArgNames({"rows", "cols"})                                                                    \
       ->Args({kQRank, kDim})                                                                          \
       ->Args({kHeads * kHeadDim, kQRank})                                                             \
@@ -103,8 +105,10 @@ void BM_Fp8Decode(benchmark::State& st) {
       ->Args({kDim, kInter})                                                                          \
       ->UseRealTime()                                                                                 \
       ->Unit(benchmark::kMicrosecond)
-DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kAvx2);
-DS41_FP8_DECODE_SHAPES(host_gemv::VectorIsa::kWidest);
+DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kAvx2);
+DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kWidest);
+DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kAvx2);
+DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kWidest);
 // The decode GEMV's memory walk without its arithmetic: the same cold panel-packed bytes, read in
 // the same order (tiles of 4 panels side by side, one 32-byte group of each in turn) and split
 // over the pool the same way (32-row items, ~8 chunks per thread, as host_gemv::linear). A

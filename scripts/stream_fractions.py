@@ -4,7 +4,7 @@ bytes/s as a fraction of the faster of BM_StreamRead and BM_StreamReadPrefetch f
 (median and range over the runs).
 
     for r in 1 2 3 4 5; do
-      ./build/bench/bench_kernels --benchmark_filter='StreamRead|BM_Linear|BM_Fp8Decode|BM_PanelWalk' --benchmark_repetitions=5 \
+      ./build/bench/bench_kernels --benchmark_filter='StreamRead|BM_Linear|BM_DecodeGemv|BM_PanelWalk' --benchmark_repetitions=5 \
         --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
         --benchmark_format=json > run$r.json
     done
@@ -57,8 +57,8 @@ def main(paths):
         r = rows[name]
         label = re.sub(r"BM_Linear<WeightFormat::k(\w+)>/rows:(\d+)/cols:(\d+)/T:(\d+)/real_time",
                        r"linear \1 \2x\3 T=\4", name)
-        label = re.sub(r"BM_Fp8Decode<host_gemv::VectorIsa::k(\w+)>/rows:(\d+)/cols:(\d+)/real_time",
-                       lambda m: f"fp8 decode, {m[1].lower()} {m[2]}x{m[3]}", label)
+        label = re.sub(r"BM_DecodeGemv<WeightFormat::k(\w+), host_gemv::VectorIsa::k(\w+)>/rows:(\d+)/cols:(\d+)/real_time",
+                       lambda m: f"decode {m[1]}, {m[2].lower()} {m[3]}x{m[4]}", label)
         label = re.sub(r"BM_PanelWalk<WeightFormat::k(\w+)>/rows:(\d+)/cols:(\d+)/real_time",
                        r"panel walk (no arithmetic) \1 \2x\3", label)
         frac = [x[3] for x in r]

@@ -31,6 +31,7 @@
 #include "../core/simd_avx2.hpp"
 #include "host_buffer.hpp"
 #include "host_gemv_fp4int.hpp"
+#include "host_gemv_fp4int512.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_scaled.hpp"
 #include "host_gemv_scaled512.hpp"
@@ -348,7 +349,7 @@ struct PreparedInput {
 };
 
 /// The vector width the host Linear's kernels may use: the widest this build has (AVX-512 where
-/// the translation unit has it, see host_gemv_scaled512.hpp), or AVX2 alone, so that tests and
+/// the translation unit has it, see host_gemv_scaled512.hpp and host_gemv_fp4int512.hpp), or AVX2 alone, so that tests and
 /// benchmarks can run both on one machine. The results are the same bits either way.
 enum class VectorIsa { kWidest, kAvx2 };
 
@@ -368,6 +369,11 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #endif
     if (T == 1 && prepared.scaled_x && scaled::usable(w))
       return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
+#if defined(DS41_HOST_AVX512_VNNI)
+    if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w) && isa == VectorIsa::kWidest)
+      return fp4int512::gemv_rows(x, xs, fp4int::Planes{prepared.fp4_plane_words, prepared.fp4_block_units}, w, y,
+                                  round, n_begin, n_end);
+#endif
     if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w))
       return fp4int::gemv_rows(x, xs, fp4int::Planes{prepared.fp4_plane_words, prepared.fp4_block_units}, w, y, round,
                                n_begin, n_end);
