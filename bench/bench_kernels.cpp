@@ -96,15 +96,17 @@ void BM_DecodeGemv(benchmark::State& st) {
   }
   set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * rows * cols);
 }
-#define DS41_DECODE_SHAPES(F, ISA)                                                                    \
-  BENCHMARK(BM_DecodeGemv<F, ISA>)                                                                    \
-      ->ArgNames({"rows", "cols"})                                                                    \
-      ->Args({kQRank, kDim})                                                                          \
-      ->Args({kHeads * kHeadDim, kQRank})                                                             \
-      ->Args({kDim, kOGroups * kORank})                                                               \
-      ->Args({kDim, kInter})                                                                          \
-      ->UseRealTime()                                                                                 \
-      ->Unit(benchmark::kMicrosecond)
+// wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
+void decode_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols"})
+      ->Args({kQRank, kDim})
+      ->Args({kHeads * kHeadDim, kQRank})
+      ->Args({kDim, kOGroups * kORank})
+      ->Args({kDim, kInter})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+#define DS41_DECODE_SHAPES(F, ISA) BENCHMARK(BM_DecodeGemv<F, ISA>)->Apply(decode_shapes)
 DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kAvx2);
 DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kWidest);
 DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kAvx2);
@@ -147,15 +149,7 @@ void BM_PanelWalk(benchmark::State& st) {
   }
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * items * 4 * pb);  // the payload: scales are not read
 }
-#define DS41_PANEL_WALK_SHAPES(F)                                                                     \
-  BENCHMARK(BM_PanelWalk<F>)                                                                          \
-      ->ArgNames({"rows", "cols"})                                                                    \
-      ->Args({kQRank, kDim})                                                                          \
-      ->Args({kHeads * kHeadDim, kQRank})                                                             \
-      ->Args({kDim, kOGroups * kORank})                                                             \
-      ->Args({kDim, kInter})                                                                          \
-      ->UseRealTime()                                                                                 \
-      ->Unit(benchmark::kMicrosecond)
+#define DS41_PANEL_WALK_SHAPES(F) BENCHMARK(BM_PanelWalk<F>)->Apply(decode_shapes)
 DS41_PANEL_WALK_SHAPES(WeightFormat::kBF16);
 DS41_PANEL_WALK_SHAPES(WeightFormat::kFp8Block32);
 DS41_PANEL_WALK_SHAPES(WeightFormat::kFp4Block32);

@@ -148,10 +148,19 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   for (int v = 0; v < NI; ++v) sum[v] = _mm256_add_epi32(_mm256_madd_epi16(s0[v], ones), _mm256_madd_epi16(s1[v], by256));
 }
 
+/// block_sums as the decode tile's policy (host_gemv_fp4int512.hpp has a 512-bit one).
+struct BlockSums256 {
+  template <int NP>
+  static void sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m256i (&sum)[NP]) {
+    block_sums<NP>(panel0, pb, words, g0, sum);
+  }
+};
+
 /// Decode GEMV of panels [p0, p0 + NP): q and its block scales x_scale (act_quant), planes from
-/// prepare(q). Blocks without a unit take the float path (panels::add_groups, the same sums as
+/// prepare(q). Blocks with a unit are summed by Sums::sums<NP> (one int32 vector of 8 rows per
+/// panel); blocks without one take the float path (panels::add_groups, the same sums as
 /// panels::gemv_tile). The `ahead` panels after the tile are prefetched.
-template <int NP>
+template <int NP, class Sums = BlockSums256>
 void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, long p0, int ahead,
                float* y, OutRound round) {
   const int K = w.cols;
@@ -175,7 +184,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
     if (unit != 0.0f) {
       const __m256 u = _mm256_set1_ps(unit);
       __m256i sum[NP];
-      block_sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
+      Sums::template sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
       for (int v = 0; v < NP; ++v)
         acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx, row_scales(v, bi));
     } else {
