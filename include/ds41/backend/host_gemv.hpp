@@ -349,8 +349,8 @@ struct PreparedInput {
 };
 
 /// The vector width the host Linear's kernels may use: the widest this build has (AVX-512 where
-/// the translation unit has it, see host_gemv_scaled512.hpp and host_gemv_fp4int512.hpp), or AVX2 alone, so that tests and
-/// benchmarks can run both on one machine. The results are the same bits either way.
+/// the translation unit has it: host_gemv_scaled512.hpp, host_gemv_fp4int512.hpp), or AVX2 alone,
+/// so that tests and benchmarks can run both on one machine. The results are the same bits.
 enum class VectorIsa { kWidest, kAvx2 };
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
