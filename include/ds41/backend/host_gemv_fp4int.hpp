@@ -117,6 +117,9 @@ inline Planes prepare(const float* q, int K, HostBuffer<uint32_t>& words, HostBu
   return Planes{words.data(), units.data()};
 }
 
+/// 2w for each e2m1 code (the nibble indexes it; sign bit 3), as a vpshufb table.
+inline __m128i weight_times_2() { return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12); }
+
 /// Σ over the 32-column block at group g0 (4 groups) of panels panel0 + v·pb, v < NI: the
 /// integers S of S·2^(t-10). The panels advance in lock-step, so that their independent sums
 /// interleave in program order rather than only in the out-of-order window (one core, in cache:
@@ -125,7 +128,7 @@ inline Planes prepare(const float* q, int K, HostBuffer<uint32_t>& words, HostBu
 /// widening every 2 groups, which also held 4 more int32 sums live.
 template <int NI>
 inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m256i (&sum)[NI]) {
-  const __m256i w2 = panels::byte_table(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m256i w2 = _mm256_broadcastsi128_si256(weight_times_2());
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   __m256i s0[NI], s1[NI];  // plane 0 (low bytes of xi >> t), plane 1 (high bytes)
   for (int v = 0; v < NI; ++v) s0[v] = s1[v] = _mm256_setzero_si256();

@@ -31,8 +31,7 @@ using fp4int::kGroupWords;
 /// sum[v] the first panel's rows, 8-15 the second's.
 template <int NV>
 inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m512i (&sum)[NV]) {
-  const __m512i w2 =
-      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i w2 = _mm512_broadcast_i32x4(fp4int::weight_times_2());
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512i s0[NV], s1[NV];  // plane 0 (low bytes of xi >> t), plane 1 (high bytes), in int32
   for (int v = 0; v < NV; ++v) s0[v] = s1[v] = _mm512_setzero_si512();

@@ -160,10 +160,9 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
     }
     finish_block(kb, part[0]);
   }
-  for (int v = 0; v < NV; ++v) {
-    alignas(64) float a[16];
-    _mm512_store_ps(a, acc[v]);
-    for (int i = 0; i < 16; ++i) y[16 * v + i] = apply_round(a[i], round);
+  for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+    panels::store_rounded(_mm512_castps512_ps256(acc[v]), y + 16 * v, round);
+    panels::store_rounded(_mm512_extractf32x8_ps(acc[v], 1), y + 16 * v + 8, round);
   }
 }
 
