@@ -77,10 +77,11 @@ DS41_LINEAR_SHAPES(WeightFormat::kF32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp8Block32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp4Block32);
 
-// The fp8 and fp4 decode GEMVs (the scaled-domain decoder, the integer block sums) with AVX2 alone
-// against the widest vectors this build has (AVX-512 where compiled in: host_gemv_scaled512.hpp,
-// host_gemv_fp4int512.hpp; else the same AVX2 kernels twice), side by side in one run, weights
-// cold (ColdMatrices). Args: rows, cols (T = 1).
+// The fp8 and fp4 decode GEMVs (the scaled-domain decoder, the integer block sums) at each vector
+// level side by side in one run (host_gemv::VectorIsa: AVX2 alone; AVX-512, host_gemv_scaled512.hpp
+// and host_gemv_fp4int512.hpp; the widest, with fp8 by BF16 dot products, host_gemv_fp8dot512.hpp;
+// a level the build lacks runs the next one down), weights cold (ColdMatrices). Args: rows, cols
+// (T = 1).
 template <WeightFormat F, host_gemv::VectorIsa kIsa>
 void BM_DecodeGemv(benchmark::State& st) {
   const long rows = st.range(0), cols = st.range(1);
@@ -108,6 +109,7 @@ void decode_shapes(benchmark::internal::Benchmark* b) {
 }
 #define DS41_DECODE_SHAPES(F, ISA) BENCHMARK(BM_DecodeGemv<F, ISA>)->Apply(decode_shapes)
 DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kAvx2);
+DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kAvx512);
 DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kWidest);
 DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kAvx2);
 DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kWidest);

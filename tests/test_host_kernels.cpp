@@ -94,7 +94,7 @@ struct PanelMatrix {
     REQUIRE(host_panels::packable(t.view()));
     const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
     payload = HostBuffer<uint8_t>(host_panels::payload_bytes(t.format, rows, cols));
-    scales = HostBuffer<float>(host_panels::scale_count(t.format, rows, cols));
+    scales = HostBuffer<float>(host_panels::scale_buffer_count(t.format, rows, cols));
     view = host_panels::pack(t.view(), payload.data(), scales.data());
     REQUIRE(view.layout == WeightLayout::kPanels8);
   }
@@ -251,9 +251,11 @@ long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vec
 }  // namespace
 
 TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
-  // every check runs with the widest vectors this build has (AVX-512 where compiled in,
-  // host_gemv_scaled512.hpp) and with AVX2 alone: the two decoders must give the same bits
-  const host_gemv::VectorIsa isas[] = {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx2};
+  // every check runs at each vector level this build has (AVX-512 BF16 dot products,
+  // host_gemv_fp8dot512.hpp; AVX-512 multiply-adds, host_gemv_scaled512.hpp; AVX2 alone): the
+  // decoders must give the same bits
+  const host_gemv::VectorIsa isas[] = {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx512,
+                                       host_gemv::VectorIsa::kAvx2};
   std::mt19937 rng(37);
   HostThreadPool pool(2);
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
@@ -373,6 +375,64 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
 }
 #endif
 
+TEST_CASE("fp8 panels: pack() flags exactly the (panel, 32-column block)s holding a subnormal code") {
+  std::mt19937 rng(53);
+  for (int cols : {32, 100, 1280}) {
+    HostTensor t = random_matrix(WeightFormat::kFp8Block32, 44, cols, rng);  // ~1 code in 18 subnormal
+    for (auto& b : t.payload)  // most blocks clean, so that both flag values occur
+      if ((b & 0x78) == 0 && (b & 0x07) != 0 && rng() % 8) b |= 0x08;
+    PanelMatrix p(t);
+    REQUIRE(p.view.host_subnormal_blocks != nullptr);
+    const int kblocks = (cols + 31) / 32;
+    long set = 0, bad = 0;
+    for (int panel = 0; panel < 6; ++panel)
+      for (int kb = 0; kb < kblocks; ++kb) {
+        bool want = false;
+        for (int r = 8 * panel; r < std::min(44, 8 * panel + 8); ++r)
+          for (int k = 32 * kb; k < std::min(cols, 32 * kb + 32); ++k) {
+            const uint8_t c = t.payload[static_cast<size_t>(r) * cols + k];
+            want |= (c & 0x78) == 0 && (c & 0x07) != 0;
+          }
+        set += want;
+        bad += (p.view.host_subnormal_blocks[panel * kblocks + kb] != 0) != want;
+      }
+    CAPTURE(cols);
+    CHECK(bad == 0);
+    CHECK(set > 0);
+    CHECK(set < 6 * kblocks);
+  }
+  CHECK(PanelMatrix(random_matrix(WeightFormat::kFp4Block32, 16, 64, rng)).view.host_subnormal_blocks == nullptr);
+}
+
+#if defined(DS41_HOST_AVX512_BF16)
+TEST_CASE("fp8 dot-product decoder: the CPU's vdpbf16ps, and which inputs prepare() lets through") {
+  // informational: a CPU whose vdpbf16ps is not two FMAs (high half first) takes the
+  // multiply-adds, and the bit-exactness checks above still hold
+  MESSAGE("vdpbf16ps is two rounded FMAs here: " << host_gemv::fp8dot512::dot_is_two_fmas());
+  HostBuffer<uint32_t> pairs;
+  std::vector<float> xs(70);
+  for (int k = 0; k < 70; ++k) xs[k] = std::ldexp(1.0f + static_cast<float>(k % 8) / 8, 60 - 9 + k % 17) * (k % 3 ? 1 : -1);
+  xs[7] = 0.0f, xs[8] = -0.0f;
+  REQUIRE(host_gemv::fp8dot512::prepare(xs.data(), 70, pairs));  // e4m3 values (and zeros) times 2^60
+  for (int k = 0; k < 64; k += 2) {  // 64 = the whole blocks; the tail is the multiply-adds'
+    uint32_t hi, lo;
+    std::memcpy(&hi, &xs[k], 4);
+    std::memcpy(&lo, &xs[k + 1], 4);
+    CHECK(pairs.data()[k / 2] == ((hi & 0xFFFF0000u) | lo >> 16));
+  }
+  auto accepts = [&](int k, float v) {
+    std::vector<float> y = xs;
+    y[k] = v;
+    return host_gemv::fp8dot512::prepare(y.data(), 70, pairs);
+  };
+  CHECK_FALSE(accepts(5, 0x1.01p70f));   // not a bf16: 9 significant bits
+  CHECK_FALSE(accepts(40, 0x1p9f));      // x = 2^-51: products could land below 2^-126
+  CHECK(accepts(40, 0x1p10f));           // x = 2^-50, the edge
+  CHECK(accepts(40, -0x1.fep100f));      // a bf16 far up
+  CHECK(accepts(66, 0x1.01p70f));        // in the K tail, which the dot products never read
+}
+#endif
+
 TEST_CASE("Matrix<HostBackend>: Linear weights as panels, tables and fp8 with NaN codes row-major") {
   std::mt19937 rng(31);
   HostTensor bf16 = random_matrix(WeightFormat::kBF16, 20, 64, rng);
@@ -461,6 +521,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   // host_gemv_fp4int512.hpp) and with AVX2 alone
   const auto bad_both = [&](const HostTensor& t, const MatrixView& p, const std::vector<float>& x) {
     return compare_panel_gemv(t, p, x, pool, host_gemv::VectorIsa::kWidest) +
+           compare_panel_gemv(t, p, x, pool, host_gemv::VectorIsa::kAvx512) +
            compare_panel_gemv(t, p, x, pool, host_gemv::VectorIsa::kAvx2);
   };
   const int K = 32 * 12 + 16;  // 12 full blocks and a tail

@@ -111,7 +111,7 @@ struct HostBackend {
                                     MatrixView& out) {
     if (!host_gemv::kVectorised || !host_panels::packable(src)) return false;
     const size_t bytes = host_panels::payload_bytes(src.format, src.rows, src.cols);
-    const size_t nscales = host_panels::scale_count(src.format, src.rows, src.cols);
+    const size_t nscales = host_panels::scale_buffer_count(src.format, src.rows, src.cols);
     if (payload.size() != bytes) payload = Buffer<uint8_t>(bytes);
     if (scales.size() != nscales) scales = Buffer<float>(nscales);
     out = host_panels::pack(src, payload.data(), scales.data());

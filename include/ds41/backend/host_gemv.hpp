@@ -32,6 +32,7 @@
 #include "host_buffer.hpp"
 #include "host_gemv_fp4int.hpp"
 #include "host_gemv_fp4int512.hpp"
+#include "host_gemv_fp8dot512.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_scaled.hpp"
 #include "host_gemv_scaled512.hpp"
@@ -346,12 +347,15 @@ struct PreparedInput {
   const float* scaled_x = nullptr;
   const uint32_t* fp4_plane_words = nullptr;  // fp4 panels: fp4int::prepare's byte planes
   const float* fp4_block_units = nullptr;     // and per-block units
+  const uint32_t* bf16_x_pairs = nullptr;     // fp8 panels: fp8dot512::prepare's input pairs
 };
 
-/// The vector width the host Linear's kernels may use: the widest this build has (AVX-512 where
-/// the translation unit has it: host_gemv_scaled512.hpp, host_gemv_fp4int512.hpp), or AVX2 alone,
-/// so that tests and benchmarks can run both on one machine. The results are the same bits.
-enum class VectorIsa { kWidest, kAvx2 };
+/// The vector instructions the host Linear's kernels may use, so that tests and benchmarks can
+/// run each level on one machine (the results are the same bits): all this build has (kWidest:
+/// with AVX-512 BF16, fp8 decode sums by dot products, host_gemv_fp8dot512.hpp), AVX-512
+/// without BF16 (kAvx512: fp8 by multiply-adds, host_gemv_scaled512.hpp; fp4 with VNNI,
+/// host_gemv_fp4int512.hpp), or AVX2 alone. A level the build lacks runs the next one down.
+enum class VectorIsa { kWidest, kAvx512, kAvx2 };
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
 /// weights x holds act_quant's q and prepared.x_scale its scales (null: raw x, the scalar path
@@ -363,14 +367,21 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;
   if (xs || !block_scaled(w.format)) {
+#if defined(DS41_HOST_AVX512_BF16)
+    if (T == 1 && prepared.bf16_x_pairs && scaled::usable(w) && isa == VectorIsa::kWidest)
+      return scaled512::gemv_rows(x, xs,
+                                  fp8dot512::DotBlockSums{prepared.scaled_x, prepared.bf16_x_pairs,
+                                                          w.host_subnormal_blocks, (w.cols + 31) / 32},
+                                  w, y, round, n_begin, n_end);
+#endif
 #if defined(DS41_HOST_AVX512)
-    if (T == 1 && prepared.scaled_x && scaled::usable(w) && isa == VectorIsa::kWidest)
-      return scaled512::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
+    if (T == 1 && prepared.scaled_x && scaled::usable(w) && isa != VectorIsa::kAvx2)
+      return scaled512::gemv_rows(x, xs, scaled512::FmaBlockSums{prepared.scaled_x}, w, y, round, n_begin, n_end);
 #endif
     if (T == 1 && prepared.scaled_x && scaled::usable(w))
       return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end);
 #if defined(DS41_HOST_AVX512_VNNI)
-    if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w) && isa == VectorIsa::kWidest)
+    if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w) && isa != VectorIsa::kAvx2)
       return fp4int512::gemv_rows(x, xs, fp4int::Planes{prepared.fp4_plane_words, prepared.fp4_block_units}, w, y,
                                   round, n_begin, n_end);
 #endif
@@ -440,6 +451,12 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
   if (T == 1 && w.layout == WeightLayout::kPanels8 && w.host_scaled_decode) {
     if (scaled_x.size() < static_cast<size_t>(w.cols)) scaled_x = HostBuffer<float>(static_cast<size_t>(w.cols));
     if (scaled::scale_input(x, w.cols, scaled_x.data())) prepared.scaled_x = scaled_x.data();
+#if defined(DS41_HOST_AVX512_BF16)
+    thread_local HostBuffer<uint32_t> bf16_pairs;
+    if (prepared.scaled_x && isa == VectorIsa::kWidest && fp8dot512::usable(w) &&
+        fp8dot512::prepare(prepared.scaled_x, w.cols, bf16_pairs))
+      prepared.bf16_x_pairs = bf16_pairs.data();
+#endif
   }
 #endif
   const long items = (w.rows + kRowsPerItem - 1) / kRowsPerItem;

@@ -33,8 +33,12 @@ template <int NV>
 inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m512i (&sum)[NV]) {
   const __m512i w2 = _mm512_broadcast_i32x4(fp4int::weight_times_2());
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  __m512i s0[NV], s1[NV];  // plane 0 (low bytes of xi >> t), plane 1 (high bytes), in int32
-  for (int v = 0; v < NV; ++v) s0[v] = s1[v] = _mm512_setzero_si512();
+  // plane 0 (low bytes of xi >> t) and plane 1 (high bytes) in int32, each as two sums (the low
+  // and the high nibbles' products): integer sums in any order are the same integers, and four
+  // chains per vector rather than two leave less of vpdpbusd's latency exposed (from L3, one
+  // thread, 1280 x 5120: 95.6 -> 90.3 us)
+  __m512i s0[NV], s1[NV], t0[NV], t1[NV];
+  for (int v = 0; v < NV; ++v) s0[v] = s1[v] = t0[v] = t1[v] = _mm512_setzero_si512();
   for (int g = g0; g < g0 + 32 / kGroupK; ++g) {
     const uint32_t* x = words + static_cast<size_t>(g) * kGroupWords;
     const __m512i x0 = _mm512_set1_epi32(static_cast<int>(x[0])), x1 = _mm512_set1_epi32(static_cast<int>(x[1]));
@@ -45,11 +49,14 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
           scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, g), sign);
       const __m512i wl = _mm512_shuffle_epi8(w2, _mm512_and_si512(raw, nibble));
       const __m512i wh = _mm512_shuffle_epi8(w2, _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble));
-      s0[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s0[v], x0, wl), x1, wh);
-      s1[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s1[v], x2, wl), x3, wh);
+      s0[v] = _mm512_dpbusd_epi32(s0[v], x0, wl);
+      t0[v] = _mm512_dpbusd_epi32(t0[v], x1, wh);
+      s1[v] = _mm512_dpbusd_epi32(s1[v], x2, wl);
+      t1[v] = _mm512_dpbusd_epi32(t1[v], x3, wh);
     }
   }
-  for (int v = 0; v < NV; ++v) sum[v] = _mm512_add_epi32(s0[v], _mm512_slli_epi32(s1[v], 8));
+  for (int v = 0; v < NV; ++v)
+    sum[v] = _mm512_add_epi32(_mm512_add_epi32(s0[v], t0[v]), _mm512_slli_epi32(_mm512_add_epi32(s1[v], t1[v]), 8));
 }
 
 /// block_sums as fp4int::gemv_tile's policy: NP panels (even) as NP / 2 vectors, each vector's

@@ -14,7 +14,10 @@
 //            fp4: at fp4_panel_code_byte(i, j), low nibble for j < 4, high for j >= 4 (row i's
 //            4 bytes consecutive).
 //            The K tail is padded with zero codes.
-//   scales:  fp8: unchanged, [ceil(N/32), ceil(K/32)]. fp4: [panel][kblock][8 rows].
+//   scales:  fp8: unchanged, [ceil(N/32), ceil(K/32)], then (as bytes, in the same buffer) one
+//            flag per (panel, 32-column block), 1 where the block holds a subnormal code: the
+//            bf16 dot-product decoder flushes those and leaves such blocks to the multiply-adds.
+//            fp4: [panel][kblock][8 rows].
 // The same memory as row-major up to the padding: the packed copy replaces the original.
 #pragma once
 #include <cstdint>
@@ -51,8 +54,18 @@ inline size_t scale_count(WeightFormat f, int rows, int cols) {
   return 0;
 }
 
+/// fp8: floats after the scales that hold the per-(panel, block) subnormal flags as bytes.
+inline size_t subnormal_flag_floats(WeightFormat f, int rows, int cols) {
+  if (f != WeightFormat::kFp8Block32) return 0;
+  return static_cast<size_t>((panels(rows) * ((cols + 31) / 32) + 3) / 4);
+}
+/// The floats pack() writes into its `scales` buffer: the scales, then fp8's subnormal flags.
+inline size_t scale_buffer_count(WeightFormat f, int rows, int cols) {
+  return scale_count(f, rows, cols) + subnormal_flag_floats(f, rows, cols);
+}
+
 /// Writes `src` (row-major, packable) as panels into payload [payload_bytes] and scales
-/// [scale_count]; returns the view of the packed matrix.
+/// [scale_buffer_count]; returns the view of the packed matrix.
 inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
   const long pb = panel_bytes(src.format, src.cols), rb = row_major_row_bytes(src.format, src.cols);
   std::memset(payload, 0, payload_bytes(src.format, src.rows, src.cols));
@@ -86,11 +99,22 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
       for (long kb = 0; kb < kblocks; ++kb)
         scales[((r / kPanelRows) * kblocks + kb) * kPanelRows + r % kPanelRows] = src.scales[r * kblocks + kb];
   }
+  uint8_t* subnormal_blocks = nullptr;
+  if (src.format == WeightFormat::kFp8Block32) {
+    subnormal_blocks = reinterpret_cast<uint8_t*>(scales + scale_count(src.format, src.rows, src.cols));
+    std::memset(subnormal_blocks, 0, subnormal_flag_floats(src.format, src.rows, src.cols) * sizeof(float));
+    for (int r = 0; r < src.rows; ++r)
+      for (int k = 0; k < src.cols; ++k) {
+        const uint8_t c = in[static_cast<long>(r) * rb + k];
+        if ((c & 0x78) == 0 && (c & 0x07) != 0) subnormal_blocks[(r / kPanelRows) * kblocks + k / 32] = 1;
+      }
+  }
   MatrixView v = src;
+  v.host_subnormal_blocks = subnormal_blocks;
   v.layout = WeightLayout::kPanels8;
   v.row0 = 0;
   v.data = payload;
-  v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
+  v.scales = scale_buffer_count(src.format, src.rows, src.cols) ? scales : nullptr;
   v.host_scaled_decode = false;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols);

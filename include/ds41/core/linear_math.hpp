@@ -157,6 +157,9 @@ struct MatrixView {
                  // `data` into the middle of a panel); always 0 for row-major
   bool host_scaled_decode = false;  // host panels, fp8: set by host_panels::pack when the codes and
                                     // scales suit the host's scaled-domain decoder (host_gemv_scaled.hpp)
+  const uint8_t* host_subnormal_blocks = nullptr;  // host panels, fp8: one byte per (stored panel,
+                                                  // 32-column block), nonzero where it holds a
+                                                  // subnormal code (host_gemv_fp8dot512.hpp)
 
   /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
   /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds
