@@ -178,6 +178,8 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
+    for (int v = 0; v < NP; ++v)  // this block's codes, panels::kPrefetchAhead on
+      panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
     for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
       panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));

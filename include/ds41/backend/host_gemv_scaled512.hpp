@@ -2,17 +2,16 @@
 // with 512-bit vectors: two panels (16 rows) per vector, bit-identical to MatrixView::dot.
 //
 // Why: the AVX2 decoder is bound by how many vector operations a core issues (~8 per column pair
-// of 8 rows), not by one pipe, and on a core of ~30 GB/s of memory it runs barely faster than the
-// weights stream in (one Zen 5 core: ~30 Gweights/s from L3 against a ~30-38 GB/s stream read).
-// A zmm lane does the same per-row work as a ymm lane, so 16 rows per
-// vector need about half the operations per weight: one 256-bit load and one insert-with-load
-// per two panels' group (the two panels lie pb bytes apart), and the same shifts, masks and
-// exact fused multiply-adds as decode_column_pair, now on 16 lanes. With that many fewer
-// operations the kernel waits on memory instead, so each panel is also prefetched a few KiB
-// ahead of its use (kPrefetchAhead), which the compute-bound AVX2 decoder measured slower with
-// (on Zen 3; README "Performance"). Measured (one Zen 5 VM, 2 threads): from L3 the fp8 decode
-// runs ~1.6x the AVX2 decoder (1280 x 5120: 105 -> 67 us); with cold weights from DRAM both
-// read alike (~30-37 GB/s), below the same bytes walked without arithmetic (BM_PanelWalk).
+// of 8 rows), not by one pipe. A zmm lane does the same per-row work as a ymm lane, so 16 rows
+// per vector need about half the operations per weight: one 256-bit load and one
+// insert-with-load per two panels' group (the two panels lie pb bytes apart), and the same
+// shifts, masks and exact fused multiply-adds as decode_column_pair, now on 16 lanes. Each
+// panel is also prefetched a few KiB ahead of its use (panels::kPrefetchAhead), and a tile step
+// sums one 32-column block (kBlocksInFlight says why). Where the build has AVX-512 BF16 the block
+// sums are dot products instead (host_gemv_fp8dot512.hpp: FmaBlockSums is one policy of the
+// tile). Measured (one Zen 5 VM, 2 threads): from L3 this runs ~1.6x the AVX2 decoder at two
+// blocks a step (1280 x 5120: 105 -> 67 us); with cold weights it and the dot products read at
+// ~36-45 GB/s where the plain stream read gets 43-50 (README "Performance").
 //
 // Lanes 0-7 are panel p's rows, lanes 8-15 panel p + 1's; each lane is its row's own chain in K
 // order, exactly the operations of the AVX2 tile (every guard, the 2^60 scalings and the block
@@ -31,27 +30,7 @@
 
 namespace ds41::host_gemv::scaled512 {
 
-/// How far ahead of the groups being summed each panel of a tile is prefetched (into L1), in
-/// bytes. Why: with half the AVX2 decoder's operations the kernel waits on memory, and the
-/// hardware prefetcher alone, following a tile's 4 panel streams, left one Zen 5 core at ~18-25
-/// GB/s where a plain stream read gets ~35. Measured side by side on one 42 MB copy, which stays
-/// partly in the 32 MiB L3 between iterations (one run, 8 interleaved repetitions each, 2
-/// threads / 1 thread), 32768 x 1280: no prefetch 1.26 / 2.44 ms,
-/// 1 KiB 770 us / 1.69 ms, 2 KiB 764 us / 1.40 ms, 3 KiB 669 us / 1.45 ms, 4 KiB 854 us / 1.57
-/// ms, 6 KiB 788 us / 1.58 ms; 5120 x 8192: 746 us / 1.51 ms, 799 / 1.36, 783 / 1.27, 678 / 1.13,
-/// 748 / 1.16, 668 / 1.20. With cold weights (bench_kernels' ColdMatrices) no distance or hint
-/// (0-16 KiB; T0, T1, NTA; two runs of 5 repetitions) differed beyond this VM's noise, which
-/// there falls into two levels (~0.9 and ~1.25 ms at 32768 x 1280) whatever the setting. Past a
-/// panel's end the lines are the next panel's (panels are contiguous), or past the matrix,
-/// which a prefetch never faults on.
-constexpr int kPrefetchAhead = 3072;
-
-/// Prefetches `bytes` (whole lines) at kPrefetchAhead past `p`. The address is formed as an
-/// integer: it may lie past the end of the matrix, where no C++ pointer may point.
-inline void prefetch_ahead(const uint8_t* p, int bytes) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
-  for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
-}
+using panels::prefetch_ahead;
 
 /// Group q of panels a and b (32 bytes each) as one vector: a's in the low half, b's in the high.
 inline __m512i load_group_pair(const uint8_t* panel_a, const uint8_t* panel_b, int q) {
