@@ -151,19 +151,36 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   for (int v = 0; v < NI; ++v) sum[v] = _mm256_add_epi32(_mm256_madd_epi16(s0[v], ones), _mm256_madd_epi16(s1[v], by256));
 }
 
-/// block_sums as the decode tile's policy (host_gemv_fp4int512.hpp has a 512-bit one).
-struct BlockSums256 {
-  template <int NP>
-  static void sums(const uint8_t* panel0, long pb, const uint32_t* words, int g0, __m256i (&sum)[NP]) {
-    block_sums<NP>(panel0, pb, words, g0, sum);
+/// A decode tile's prefetches for the 32-column block at kb of its NP panels from p0: each
+/// panel's codes panels::kPrefetchAhead on, and the `ahead` panels after the tile's codes and
+/// scales of this block into L2.
+template <int NP>
+inline void prefetch_block(const MatrixView& w, const uint8_t* panel0, long pb, long kblocks, long p0, int ahead,
+                           int kb) {
+  for (int v = 0; v < NP; ++v)
+    panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
+  for (int v = 0; v < ahead; ++v) {
+    panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
+    panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, kb / 32), kPanelRows * sizeof(float));
   }
-};
+}
+
+/// part[v] = the float path's sum of the block at kb of panel panel0 + v·pb (the same sums as
+/// panels::gemv_tile), for a block without an integer unit.
+template <int NP>
+inline void float_block_sums(const float* q, const uint8_t* panel0, long pb, int kb, int K, __m256 (&part)[NP]) {
+  for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
+  if (kb + 32 <= K)
+    panels::add_groups<panels::Fp4Columns, NP, false>(q, panel0, pb, kb / kGroupK, (kb + 32) / kGroupK, K, part);
+  else
+    panels::add_groups<panels::Fp4Columns, NP, true>(q, panel0, pb, kb / kGroupK, (K + kGroupK - 1) / kGroupK, K, part);
+}
 
 /// Decode GEMV of panels [p0, p0 + NP): q and its block scales x_scale (act_quant), planes from
-/// prepare(q). Blocks with a unit are summed by Sums::sums<NP> (one int32 vector of 8 rows per
-/// panel); blocks without one take the float path (panels::add_groups, the same sums as
-/// panels::gemv_tile). The `ahead` panels after the tile are prefetched.
-template <int NP, class Sums = BlockSums256>
+/// prepare(q). Blocks with a unit are summed by block_sums (one int32 vector of 8 rows per
+/// panel); blocks without one take the float path. The `ahead` panels after the tile are
+/// prefetched. (host_gemv_fp4int512.hpp has the 16-rows-a-vector tile.)
+template <int NP>
 void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, long p0, int ahead,
                float* y, OutRound round) {
   const int K = w.cols;
@@ -178,27 +195,18 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
-    for (int v = 0; v < NP; ++v)  // this block's codes, panels::kPrefetchAhead on
-      panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
-    for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
-      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
-      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));
-    }
+    prefetch_block<NP>(w, panel0, pb, kblocks, p0, ahead, kb);
     const __m256 sx = _mm256_broadcast_ss(x_scale + bi);
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {
       const __m256 u = _mm256_set1_ps(unit);
       __m256i sum[NP];
-      Sums::template sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
+      block_sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
       for (int v = 0; v < NP; ++v)
         acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx, row_scales(v, bi));
     } else {
       __m256 part[NP];
-      for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
-      if (kb + 32 <= K)
-        panels::add_groups<panels::Fp4Columns, NP, false>(q, panel0, pb, kb / kGroupK, (kb + 32) / kGroupK, K, part);
-      else
-        panels::add_groups<panels::Fp4Columns, NP, true>(q, panel0, pb, kb / kGroupK, (K + kGroupK - 1) / kGroupK, K, part);
+      float_block_sums<NP>(q, panel0, pb, kb, K, part);
       for (int v = 0; v < NP; ++v)
         acc[v] = panels::add_block(acc[v], part[v], sx, row_scales(v, bi));
     }
