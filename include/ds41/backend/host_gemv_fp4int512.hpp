@@ -13,7 +13,7 @@
 // same products cannot wrap (|S| <= 2^24). The tile (gemv_tile) finishes each block 16 rows a
 // vector with the AVX2 tile's operations lane for lane (from L3, one thread, 1280 x 5120: 95.8
 // -> 88.0 us against finishing each 8-row panel on ymm lanes; cold alike); it shares the
-// prefetches and the float-path blocks (fp4int::prefetch_block, float_block_sums).
+// float-path blocks (fp4int::float_block_sums).
 // Compiled when the translation unit has AVX-512 F, BW, DQ, VL and VNNI (Ice Lake and later
 // Intel cores, Zen 4 and later).
 #pragma once
@@ -81,7 +81,12 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
-    fp4int::prefetch_block<NP>(w, panel0, pb, kblocks, p0, ahead, kb);
+    for (int v = 0; v < NP; ++v)  // as fp4int::gemv_tile (which says why the loops are written out)
+      panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
+    for (int v = 0; v < ahead; ++v) {
+      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
+      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));
+    }
     const __m512 sx = _mm512_set1_ps(x_scale[bi]);
     const float unit = planes.block_unit[bi];
     if (unit != 0.0f) {
