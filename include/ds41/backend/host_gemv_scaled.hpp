@@ -76,7 +76,7 @@ inline bool scale_input(const float* x, int K, float* xs) {
 inline bool decode_suits(WeightFormat f, const uint8_t* codes, long n_codes) {
   if (f != WeightFormat::kFp8Block32) return false;
   long subnormal = 0;
-  for (long i = 0; i < n_codes; ++i) subnormal += (codes[i] & 0x78) == 0 && (codes[i] & 0x07) != 0;
+  for (long i = 0; i < n_codes; ++i) subnormal += e4m3_code_is_subnormal(codes[i]);
   return subnormal * 512 <= n_codes;
 }
 

@@ -104,10 +104,9 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
     subnormal_blocks = reinterpret_cast<uint8_t*>(scales + scale_count(src.format, src.rows, src.cols));
     std::memset(subnormal_blocks, 0, subnormal_flag_floats(src.format, src.rows, src.cols) * sizeof(float));
     for (int r = 0; r < src.rows; ++r)
-      for (int k = 0; k < src.cols; ++k) {
-        const uint8_t c = in[static_cast<long>(r) * rb + k];
-        if ((c & 0x78) == 0 && (c & 0x07) != 0) subnormal_blocks[(r / kPanelRows) * kblocks + k / 32] = 1;
-      }
+      for (int k = 0; k < src.cols; ++k)
+        if (e4m3_code_is_subnormal(in[static_cast<long>(r) * rb + k]))
+          subnormal_blocks[(r / kPanelRows) * kblocks + k / 32] = 1;
   }
   MatrixView v = src;
   v.host_subnormal_blocks = subnormal_blocks;

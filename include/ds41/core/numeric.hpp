@@ -48,6 +48,9 @@ DS41_HD float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h)
 // ---------------------------------------------------------------- fp8 e4m3 (float8_e4m3fn)
 constexpr float kE4m3Max = 448.0f;
 
+/// Whether an e4m3 code is subnormal (exponent field 0, mantissa nonzero: ±m·2^-9).
+DS41_HD constexpr bool e4m3_code_is_subnormal(uint8_t c) { return (c & 0x78) == 0 && (c & 0x07) != 0; }
+
 /// Nearest float8_e4m3fn value, ties to the even code, saturating at ±448 (CUDA's satfinite
 /// conversion). Subnormals are multiples of 2^-9 below 2^-6. The sign of zero is kept.
 DS41_HD float e4m3_round(float v) {
