@@ -89,6 +89,18 @@ inline size_t payload_bytes(WeightFormat f, long rows, long cols) {
   return 0;
 }
 
+/// Bytes of a Linear's weights as `v` stores them, what one pass over all of them reads: the host
+/// panels' packed size (host_panels::packed_bytes; fp4 block scales as e8m0 bytes, fp8's
+/// per-block subnormal flags), else the row-major payload and f32 block scales.
+inline double stored_bytes(const MatrixView& v) {
+  if (v.layout == WeightLayout::kPanels8) return static_cast<double>(host_panels::packed_bytes(v.format, v.rows, v.cols));
+  const double kblocks = (v.cols + 31) / 32;
+  const double scales = v.format == WeightFormat::kFp8Block32   ? (v.rows + 31) / 32 * kblocks
+                        : v.format == WeightFormat::kFp4Block32 ? v.rows * kblocks
+                                                                : 0.0;
+  return static_cast<double>(payload_bytes(v.format, v.rows, v.cols)) + 4.0 * scales;
+}
+
 /// A [rows, cols] weight of format f with random finite values of a sane size (fast to make: the
 /// benchmarks need gigabytes).
 inline HostTensor random_matrix(WeightFormat f, long rows, long cols, uint64_t seed) {

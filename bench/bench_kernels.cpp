@@ -39,11 +39,12 @@ struct ColdMatrices {
   std::vector<std::unique_ptr<Matrix<HostBackend>>> copies;
   size_t next = 0;
   explicit ColdMatrices(const HostTensor& w) {
-    const size_t bytes = w.payload.size() + w.scales.size() * 4;
-    const size_t n = std::clamp<size_t>(((size_t{256} << 20) + bytes - 1) / bytes, 1, 64);
-    for (size_t i = 0; i < n; ++i) copies.push_back(std::make_unique<Matrix<HostBackend>>(w));
+    copies.push_back(std::make_unique<Matrix<HostBackend>>(w));
+    const size_t n = std::clamp<size_t>(static_cast<size_t>(std::ceil(256.0 * (1 << 20) / bytes())), 1, 64);
+    while (copies.size() < n) copies.push_back(std::make_unique<Matrix<HostBackend>>(w));
   }
   MatrixView take() { return copies[next++ % copies.size()]->view(); }
+  double bytes() const { return stored_bytes(copies[0]->view()); }  // of one copy, as stored
 };
 
 // y = W x for T input rows: T = 1 is the decode GEMV (weight-streaming bound), T = 16 a small GEMM.
@@ -59,7 +60,7 @@ void BM_Linear(benchmark::State& st) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * T * rows * cols);
+  set_stream_counters(st, m.bytes(), 2.0 * T * rows * cols);
 }
 // wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
 #define DS41_LINEAR_SHAPES(F)                                                                          \
@@ -95,7 +96,7 @@ void BM_DecodeGemv(benchmark::State& st) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  set_stream_counters(st, static_cast<double>(w.payload.size() + w.scales.size() * 4), 2.0 * rows * cols);
+  set_stream_counters(st, m.bytes(), 2.0 * rows * cols);
 }
 // wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
 void decode_shapes(benchmark::internal::Benchmark* b) {
@@ -177,7 +178,7 @@ void BM_ExpertSwiGLU(benchmark::State& st) {
     HostBackend::linear(g.data(), T, kInter, m2.view(), y.data(), kDim, OutRound::kBF16);
     benchmark::DoNotOptimize(y.data());
   }
-  set_stream_counters(st, 3.0 * (w1.payload.size() + w1.scales.size() * 4), 6.0 * T * kInter * kDim);
+  set_stream_counters(st, stored_bytes(m1.view()) + stored_bytes(m3.view()) + stored_bytes(m2.view()), 6.0 * T * kInter * kDim);
 }
 BENCHMARK(BM_ExpertSwiGLU)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -58,8 +59,8 @@ HostTensor random_matrix(WeightFormat f, int rows, int cols, std::mt19937& rng, 
     case WeightFormat::kFp4Block32:
       t.payload.resize(static_cast<size_t>(rows) * (cols / 2));
       for (auto& b : t.payload) b = static_cast<uint8_t>(byte(rng));
-      t.scales.resize(static_cast<size_t>(rows) * kblocks);
-      for (auto& s : t.scales) s = std::ldexp(1.0f, static_cast<int>(byte(rng) % 9) - 6) * (1.0f + uni(rng) / 8);
+      t.scales.resize(static_cast<size_t>(rows) * kblocks);  // e8m0, as every fp4 checkpoint's
+      for (auto& s : t.scales) s = std::ldexp(1.0f, static_cast<int>(byte(rng) % 9) - 6);
       break;
   }
   return t;
@@ -402,6 +403,44 @@ TEST_CASE("fp8 panels: pack() flags exactly the (panel, 32-column block)s holdin
     CHECK(set < 6 * kblocks);
   }
   CHECK(PanelMatrix(random_matrix(WeightFormat::kFp4Block32, 16, 64, rng)).view.host_subnormal_blocks == nullptr);
+}
+
+TEST_CASE("fp4 panels: block scales stored as e8m0 bytes, the whole e8m0 range; other scales stay row-major") {
+  std::mt19937 rng(59);
+  HostThreadPool pool(2);
+  // every e8m0 value but NaN, 2^-127 (byte 0, a subnormal float) and 2^127 among them, in rows the
+  // vector tiles take (full panels) and rows the scalar path takes (the partial last panel). Row
+  // r's 10 blocks take bytes 6r .. 6r + 9 (mod 255), so that each block's share of its row's sum
+  // shows in the output (row 0: 2^-127 .. 2^-118)
+  HostTensor t = random_matrix(WeightFormat::kFp4Block32, 45, 320, rng);
+  for (int r = 0; r < 45; ++r)
+    for (int kb = 0; kb < 10; ++kb) t.scales[static_cast<size_t>(r) * 10 + kb] = e8m0_to_f32(static_cast<uint8_t>((6 * r + kb) % 255));
+  REQUIRE(t.scales[0] == std::ldexp(1.0f, -127));
+  REQUIRE(t.scales[42 * 10 + 2] == std::ldexp(1.0f, 127));
+  PanelMatrix p(t);
+  REQUIRE(p.view.host_fp4_scales_e8m0 != nullptr);
+  CHECK(p.view.scales == nullptr);
+  long bad = 0;
+  for (int r = 0; r < 45; ++r)
+    for (int kb = 0; kb < 10; ++kb) bad += !same_bits(p.view.panel_scale(r, kb), t.scales[static_cast<size_t>(r) * 10 + kb]);
+  CHECK(bad == 0);
+  for (auto isa : {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx2})
+    for (int T : {1, 3}) CHECK(compare_panel_linear(t, p.view, 0, 45, T, OutRound::kBF16, rng, pool, isa) == 0);
+  // stored scales one byte each after the 4-byte floats: the packed matrix is smaller
+  CHECK(host_panels::packed_bytes(t.format, 45, 320) == host_panels::payload_bytes(t.format, 45, 320) + 48 * 10);
+  // a scale e8m0 cannot hold keeps the matrix row-major, and upload leaves it as it is
+  for (float bad_scale : {1.5f, 0.0f, -1.0f, std::ldexp(1.0f, -128), std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    HostTensor u = t;
+    u.scales[17] = bad_scale;
+    CAPTURE(bad_scale);
+    CHECK_FALSE(host_panels::packable(u.view()));
+    HostBuffer<uint8_t> payload;
+    HostBuffer<float> scales;
+    MatrixView out;
+    CHECK_FALSE(HostBackend::upload_linear_weights(u.view(), payload, scales, out));
+    if (std::isfinite(bad_scale)) CHECK(compare_linear(u, 1, OutRound::kBF16, rng, pool) == 0);
+  }
 }
 
 #if defined(DS41_HOST_AVX512_BF16)

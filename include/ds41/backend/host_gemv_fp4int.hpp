@@ -176,8 +176,9 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   __m256 acc[NP];
   for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   // each branch applies its own scales: a part[] array live across the join cost ~5% in cache
+  const uint8_t* scales = w.host_fp4_scales_e8m0;
   const auto row_scales = [&](int v, int bi) {
-    return _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + v, bi));
+    return panels::fp4_scales_to_f32(panels::fp4_block_scales_at(scales, kblocks, p0 + v, bi));
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
@@ -185,9 +186,10 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
     // ones too, when they sat in a helper function; fp4 32768 x 1280 then read at 25 GB/s, not 40)
     for (int v = 0; v < NP; ++v)  // this block's codes, panels::kPrefetchAhead on
       panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
-    for (int v = 0; v < ahead; ++v) {  // the next tile's codes (4 groups) and scales (8 floats) of this block
+    for (int v = 0; v < ahead; ++v) {  // the next tile's codes of this block (4 groups), and its scales a line at a time
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
-      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));
+      const uint8_t* next_scales = panels::fp4_block_scales_at(scales, kblocks, p0 + NP + v, bi);
+      if (bi == 0 || (reinterpret_cast<uintptr_t>(next_scales) & 63) == 0) panels::prefetch_l2(next_scales, kPanelRows);
     }
     const __m256 sx = _mm256_broadcast_ss(x_scale + bi);
     const float unit = planes.block_unit[bi];

@@ -60,6 +60,15 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
     sum[v] = _mm512_add_epi32(_mm512_add_epi32(s0[v], t0[v]), _mm512_slli_epi32(_mm512_add_epi32(s1[v], t1[v]), 8));
 }
 
+/// Two panels' 8 e8m0 scale bytes each as floats, a's in lanes 0-7 and b's in 8-15
+/// (panels::fp4_scales_to_f32 on 16 lanes).
+inline __m512 scales_pair_to_f32(const uint8_t* a, const uint8_t* b) {
+  const __m128i bytes = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 23);
+  return _mm512_castsi512_ps(_mm512_max_epi32(bits, _mm512_set1_epi32(0x00400000)));
+}
+
 /// fp4int::gemv_tile on NV panel pairs, 16 rows a vector from the integer sums to the block
 /// finish: the same operations per lane (part = float(S)·unit, then acc + (part·s_x)·s_w), half
 /// as many of them as finishing each 8-row panel apart. Float-path blocks sum per panel
@@ -74,10 +83,10 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
   const long kblocks = (K + 31) / 32;
   __m512 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
+  const uint8_t* scales = w.host_fp4_scales_e8m0;
   const auto pair_scales = [&](int v, int bi) {  // panel p0 + 2v's 8 row scales, then p0 + 2v + 1's
-    const __m256 a = _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + 2 * v, bi));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(a),
-                              _mm256_loadu_ps(panels::fp4_block_scales_at(w.scales, kblocks, p0 + 2 * v + 1, bi)), 1);
+    return scales_pair_to_f32(panels::fp4_block_scales_at(scales, kblocks, p0 + 2 * v, bi),
+                              panels::fp4_block_scales_at(scales, kblocks, p0 + 2 * v + 1, bi));
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
@@ -85,7 +94,8 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
       panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
     for (int v = 0; v < ahead; ++v) {
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
-      panels::prefetch_l2(panels::fp4_block_scales_at(w.scales, kblocks, p0 + NP + v, bi), kPanelRows * sizeof(float));
+      const uint8_t* next_scales = panels::fp4_block_scales_at(scales, kblocks, p0 + NP + v, bi);
+      if (bi == 0 || (reinterpret_cast<uintptr_t>(next_scales) & 63) == 0) panels::prefetch_l2(next_scales, kPanelRows);
     }
     const __m512 sx = _mm512_set1_ps(x_scale[bi]);
     const float unit = planes.block_unit[bi];

@@ -148,22 +148,27 @@ struct Fp4Columns {
   }
 };
 
-/// Where the block scales of panel p (8 rows) for the 32-column block kbi are: fp8 one float for
-/// the panel's 32-row block, fp4 the panel's 8 floats (one per row).
-/// (fp4_block_scales_at takes the scales and the count of 32-column blocks, so that a hot loop
-/// can keep them in registers: reading them through the view cost the fp4 GEMV 4%.)
-inline const float* fp4_block_scales_at(const float* scales, long kblocks, long p, int kbi) {
-  return scales + (p * kblocks + kbi) * kPanelRows;
+/// fp8: where panel p's block scale for the 32-column block kbi is (one float for the panel's
+/// 32-row block).
+inline const float* fp8_block_scale_at(const MatrixView& w, long p, int kbi) {
+  return w.scales + (p * kPanelRows / 32) * ((w.cols + 31) / 32) + kbi;
 }
-inline const float* block_scales_at(const MatrixView& w, long p, int kbi) {
-  const long kblocks = (w.cols + 31) / 32;
-  if (w.format == WeightFormat::kFp8Block32) return w.scales + (p * kPanelRows / 32) * kblocks + kbi;
-  return fp4_block_scales_at(w.scales, kblocks, p, kbi);
+/// fp4: where panel p's 8 e8m0 scale bytes (one per row) for the 32-column block kbi are. Takes
+/// the bytes and the count of 32-column blocks, so that a hot loop can keep them in registers
+/// (reading them through the view cost the fp4 GEMV 4%).
+inline const uint8_t* fp4_block_scales_at(const uint8_t* e8m0, long kblocks, long p, int kbi) {
+  return e8m0 + (p * kblocks + kbi) * kPanelRows;
 }
-/// Those scales, one per row's lane.
+/// 8 e8m0 scale bytes as floats, byte i to lane i: e8m0_to_f32 lane by lane (the bytes shifted
+/// into the exponent field; byte 0, 2^-127, by the max with its bits).
+inline __m256 fp4_scales_to_f32(const uint8_t* at) {
+  const __m256i bits = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at))), 23);
+  return _mm256_castsi256_ps(_mm256_max_epi32(bits, _mm256_set1_epi32(0x00400000)));
+}
+/// Panel p's block scales for block kbi, one per row's lane.
 inline __m256 block_scales(const MatrixView& w, long p, int kbi) {
-  if (w.format == WeightFormat::kFp8Block32) return _mm256_broadcast_ss(block_scales_at(w, p, kbi));
-  return _mm256_loadu_ps(block_scales_at(w, p, kbi));
+  if (w.format == WeightFormat::kFp8Block32) return _mm256_broadcast_ss(fp8_block_scale_at(w, p, kbi));
+  return fp4_scales_to_f32(fp4_block_scales_at(w.host_fp4_scales_e8m0, (w.cols + 31) / 32, p, kbi));
 }
 
 /// acc + (part·s_x)·s_w, each operation rounded on its own (add_block in linear_math.hpp).

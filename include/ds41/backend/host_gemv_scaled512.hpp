@@ -87,8 +87,8 @@ inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const in
 
 /// The fp8 block scales of panels p and p + 1 for the 32-column block kbi, one per lane.
 inline __m512 block_scales_pair(const MatrixView& w, long p, int kbi) {
-  return _mm512_insertf32x8(_mm512_set1_ps(*panels::block_scales_at(w, p, kbi)),
-                            _mm256_broadcast_ss(panels::block_scales_at(w, p + 1, kbi)), 1);
+  return _mm512_insertf32x8(_mm512_set1_ps(*panels::fp8_block_scale_at(w, p, kbi)),
+                            _mm256_broadcast_ss(panels::fp8_block_scale_at(w, p + 1, kbi)), 1);
 }
 
 /// 32-column blocks a tile step sums side by side. One: the step then reads each of the tile's 4

@@ -160,6 +160,9 @@ struct MatrixView {
   const uint8_t* host_subnormal_blocks = nullptr;  // host panels, fp8: one byte per (stored panel,
                                                   // 32-column block), nonzero where it holds a
                                                   // subnormal code (host_gemv_fp8dot512.hpp)
+  const uint8_t* host_fp4_scales_e8m0 = nullptr;  // host panels, fp4: the block scales as e8m0
+                                                 // bytes, [stored panel][32-column block][8 rows]
+                                                 // (`scales` is null; host_panels.hpp says why)
 
   /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
   /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds
@@ -254,11 +257,11 @@ struct MatrixView {
   }
   /// Panel layout: stored row p's scale of 32-column block kbi. fp8 scales keep their row-major
   /// [ceil(N/32), kblocks] table (a panel lies inside one 32-row block); fp4 scales are stored
-  /// per panel as [kblocks][8 rows], one vector per block.
+  /// per panel as e8m0 bytes [kblocks][8 rows], 8 bytes per block.
   DS41_HD float panel_scale(int p, int kbi) const {
     const long kblocks = (cols + 31) / 32;
     if (format == WeightFormat::kFp8Block32) return scales[static_cast<long>(p / 32) * kblocks + kbi];
-    return scales[(static_cast<long>(p / kPanelRows) * kblocks + kbi) * kPanelRows + p % kPanelRows];
+    return e8m0_to_f32(host_fp4_scales_e8m0[(static_cast<long>(p / kPanelRows) * kblocks + kbi) * kPanelRows + p % kPanelRows]);
   }
   /// dot() on the panel layout: the same products and sums in the same order as dot_f32,
   /// dot_bf16, dot_fp8_block32 and dot_fp4_block32 (`in.x` alone for f32/bf16).

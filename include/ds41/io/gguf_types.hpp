@@ -215,16 +215,7 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-/// e8m0 (OCP MX): 2^(e-127); 255 is NaN and refused.
-inline float e8m0_to_f32(uint8_t e) { return e == 0 ? std::ldexp(1.0f, -127) : bits_f32(static_cast<uint32_t>(e) << 23); }
-/// Exponent byte of a power of two in [2^-127, 2^127]; anything else cannot be stored as e8m0.
-inline bool f32_to_e8m0(float p, uint8_t* e) {
-  if (p == std::ldexp(1.0f, -127)) return *e = 0, true;
-  const uint32_t b = f32_bits(p);
-  if ((b & 0x807FFFFFu) != 0 || ((b >> 23) & 0xFF) == 0 || ((b >> 23) & 0xFF) == 255) return false;
-  *e = static_cast<uint8_t>(b >> 23);
-  return true;
-}
+// e8m0 block scales: e8m0_to_f32 / f32_to_e8m0 (core/numeric.hpp), shared with the host's fp4 panels.
 
 /// A read-only file opened for positional reads (pread is safe from several threads at once).
 class PosixFile {

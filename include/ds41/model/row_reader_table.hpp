@@ -73,7 +73,7 @@ class RowReaderTable {
     std::vector<float> v(hd_);
     const float* decode = e4m3_decode_table();  // e4m3_decode's bits, one lookup a code
     for (int d0 = 0; d0 < hd_; d0 += 32) {
-      const float s = gguf::e8m0_to_f32(raw[hd_ + d0 / 32]);
+      const float s = e8m0_to_f32(raw[hd_ + d0 / 32]);
       const int d1 = hd_ - d0 < 32 ? hd_ : d0 + 32;
       for (int d = d0; d < d1; ++d) v[d] = bf16_round(decode[raw[d]] * s);
     }
