@@ -337,8 +337,8 @@ inline int panels_to_prefetch(int n, int NP, int n_end, long pb) {
 }
 
 /// How far ahead of the groups being summed a decode tile prefetches each of its panels (into
-/// L1), in bytes: the fp8 AVX-512 tiles (host_gemv_scaled512.hpp) and the fp4 integer tile
-/// (host_gemv_fp4int.hpp). Why: the hardware prefetcher alone, following a tile's 4 panel
+/// L1), in bytes: the fp8 tiles (host_gemv_scaled.hpp, host_gemv_scaled512.hpp) and the fp4
+/// integer tiles (host_gemv_fp4int.hpp, host_gemv_fp4int512.hpp). Why: the hardware prefetcher alone, following a tile's 4 panel
 /// streams while the arithmetic runs between the loads, left one Zen 5 core well below a plain
 /// stream read. Measured on one 42 MB fp8 copy, which stays partly in the 32 MiB L3 (one run, 8
 /// interleaved repetitions, 2 threads / 1 thread), 32768 x 1280: none 1.26 / 2.44 ms, 1 KiB 770

@@ -115,8 +115,9 @@ inline __m256 decode_column(__m256i codes, int j) {
 
 /// part[b][v] += Σ over the 8 groups from q0[b] (all 4 columns inside K) of panel p0 + v, in K
 /// order, for B independent blocks at once. One fused multiply-add is the reference's multiply
-/// then add, because x'·w' is exact (see top). Two blocks in flight give 2·NP accumulation chains:
-/// a row's sum is a chain of dependent adds, and 4 chains of 4-cycle FMAs leave the pipes idle.
+/// then add, because x'·w' is exact (see top). Two blocks in flight give 2·NP accumulation chains
+/// (a row's sum is a chain of dependent adds, and 4 chains of 4-cycle FMAs leave the pipes idle
+/// from cache); gemv_tile takes one, which reads cold weights faster.
 template <int B, int NP>
 inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const int (&q0)[B], __m256 (&part)[B][NP]) {
   for (int i = 0; i < panels::kBlockK / 4; ++i)
@@ -155,20 +156,19 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
       acc[v] = panels::add_block(acc[v], _mm256_mul_ps(part[v], part_back), sx, panels::block_scales(w, p0 + v, kb / 32));
   };
   const int whole = K / panels::kBlockK * panels::kBlockK;  // blocks below `whole` lie inside K
-  int kb = 0;
-  for (; kb + 2 * panels::kBlockK <= whole; kb += 2 * panels::kBlockK) {
-    __m256 part[2][NP];
-    for (int v = 0; v < NP; ++v) part[0][v] = part[1][v] = _mm256_setzero_ps();
-    for (int v = 0; v < ahead; ++v)  // the next tile's groups of these two blocks
-      panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), 2 * panels::kBlockK / g * 32);
-    add_blocks<2, NP>(xs, panel0, pb, {kb / g, kb / g + panels::kBlockK / g}, part);
-    finish_block(kb, part[0]);
-    finish_block(kb + panels::kBlockK, part[1]);
-  }
-  for (; kb < K; kb += panels::kBlockK) {
+  // One block a step, each panel read straight on, the next kPrefetchAhead bytes of each
+  // prefetched into L1 and the next tile's block into L2: cold (interleaved harness, 3 rounds, 2
+  // threads, stream 38-46 GB/s; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304) 36.6 /
+  // 41.6 / 40.5 / 35.9 GB/s (medians) where two blocks a step (two places 256 bytes apart per
+  // panel, more chains in flight) read 31.0 / 31.0 / 37.9 / 27.1, and one block without the L1
+  // prefetch 35.6 / 41.7 / 41.0 / 29.1. The same trade as scaled512::kBlocksInFlight.
+  for (int kb = 0; kb < K; kb += panels::kBlockK) {
     __m256 part[1][NP];
     for (int v = 0; v < NP; ++v) part[0][v] = _mm256_setzero_ps();
     if (kb < whole) {
+      for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), panels::kBlockK / g * 32);
+      for (int v = 0; v < ahead; ++v)  // the next tile's groups of this block
+        panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), panels::kBlockK / g * 32);
       add_blocks<1, NP>(xs, panel0, pb, {kb / g}, part);
     } else {  // the K tail, column by column
       for (int k = kb; k < K; ++k) {
