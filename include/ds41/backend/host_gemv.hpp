@@ -355,7 +355,20 @@ struct PreparedInput {
 /// with AVX-512 BF16, fp8 decode sums by dot products, host_gemv_fp8dot512.hpp), AVX-512
 /// without BF16 (kAvx512: fp8 by multiply-adds, host_gemv_scaled512.hpp; fp4 with VNNI,
 /// host_gemv_fp4int512.hpp), or AVX2 alone. A level the build lacks runs the next one down.
-enum class VectorIsa { kWidest, kAvx512, kAvx2 };
+/// kTuned, linear()'s default: per format the level that read cold weights fastest (decode_isa).
+enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
+
+/// The level kTuned takes for a decode GEMV (one input row) of format f. A decode step reads
+/// each matrix from DRAM (it was last read a token, gigabytes, ago), and there fp8 runs fastest
+/// on AVX2's tile, 8 rows a vector: two runs of bench_kernels' BM_DecodeGemv (one Zen 5 VM, 2
+/// threads, session 11; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304) read 85 / 94 /
+/// 83 / 82% of the stream with it, against 85 / 74 / 85 / 76% by BF16 dot products and 83 / 73
+/// / 81 / 74% by AVX-512 multiply-adds, both 16 rows a vector, which are the faster from L3 (1.2-
+/// 1.6x). fp4 takes the widest: 76 / 83 / 82 / 91% with AVX-512 VNNI against 62 / 81 / 71 / 75%.
+/// Prefill (T > 1) takes the widest.
+constexpr VectorIsa decode_isa(WeightFormat f) {
+  return f == WeightFormat::kFp8Block32 ? VectorIsa::kAvx2 : VectorIsa::kWidest;
+}
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), vectorised where the build allows. For fp8/fp4
 /// weights x holds act_quant's q and prepared.x_scale its scales (null: raw x, the scalar path
@@ -415,8 +428,9 @@ constexpr int kRowsPerItem = 32;
 
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                   OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kWidest) {
+                   OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned) {
   if (T <= 0 || w.rows <= 0) return;
+  if (isa == VectorIsa::kTuned) isa = T == 1 ? decode_isa(w.format) : VectorIsa::kWidest;
   PreparedInput prepared;
   // fp8/fp4: the reference's act_quant of every input row, once (the kernels read q and scales)
   thread_local HostBuffer<float> quantized, quant_scales;
