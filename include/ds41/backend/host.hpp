@@ -105,7 +105,8 @@ struct HostBackend {
 
   /// Uploads a Linear's weights in the layout this backend's GEMV streams fastest: 8-row panels
   /// (host_panels.hpp) where the vector kernels are compiled in. Returns false, touching nothing,
-  /// when `src` stays row-major (no AVX2, fp8 with NaN codes); the caller then uploads it as is.
+  /// when `src` stays row-major (no AVX2, fp8 with NaN codes, fp4 with a scale e8m0 cannot hold);
+  /// the caller then uploads it as is.
   /// Buffers of the right size are reused (expert slots).
   static bool upload_linear_weights(const MatrixView& src, Buffer<uint8_t>& payload, Buffer<float>& scales,
                                     MatrixView& out) {
