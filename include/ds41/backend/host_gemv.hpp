@@ -360,12 +360,12 @@ enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
 
 /// The level kTuned takes for a decode GEMV (one input row) of format f. A decode step reads
 /// each matrix from DRAM (it was last read a token, gigabytes, ago), and there fp8 runs fastest
-/// on AVX2's tile, 8 rows a vector: two runs of bench_kernels' BM_DecodeGemv (one Zen 5 VM, 2
-/// threads, session 11; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304) read 85 / 94 /
-/// 83 / 82% of the stream with it, against 85 / 74 / 85 / 76% by BF16 dot products and 83 / 73
-/// / 81 / 74% by AVX-512 multiply-adds, both 16 rows a vector, which are the faster from L3 (1.2-
-/// 1.6x). fp4 takes the widest: 76 / 83 / 82 / 91% with AVX-512 VNNI against 62 / 81 / 71 / 75%.
-/// Prefill (T > 1) takes the widest.
+/// on AVX2's tile, 8 rows a vector: four runs of bench_kernels' BM_DecodeGemv (one Zen 5 VM, 2
+/// threads, session 11; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304, medians) read
+/// 85 / 92 / 85 / 81% of the stream with it, against 85 / 78 / 85 / 79% by BF16 dot products and
+/// 83 / 74 / 83 / 74% by AVX-512 multiply-adds, both 16 rows a vector, which are the faster from
+/// L3 (1.2-1.6x). fp4 takes the widest: 74 / 81 / 80 / 80% with AVX-512 VNNI against 62 / 75 /
+/// 74 / 72% with AVX2 alone. Prefill (T > 1) takes the widest. (README "Performance".)
 constexpr VectorIsa decode_isa(WeightFormat f) {
   return f == WeightFormat::kFp8Block32 ? VectorIsa::kAvx2 : VectorIsa::kWidest;
 }
