@@ -122,10 +122,20 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
   }
 }
 
+/// Panels a tile of gemv_rows takes: 2, one vector of 16 rows. Cold (interleaved harness, 3
+/// rounds, 2 threads, stream 43-49 GB/s; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304)
+/// tiles of 2 panels read 36.3 / 44.2 / 40.2 / 42.4, 35.6 / 41.3 / 45.1 / 38.3, 34.4 / 40.8 /
+/// 41.0 / 35.1 GB/s where tiles of 4 (two vectors, panels::kTilePanels) read 34.9 / 41.2 / 37.2
+/// / 38.7, 33.7 / 38.6 / 36.3 / 33.6, 33.1 / 38.0 / 35.3 / 28.5: half as many streams at once
+/// (codes and scales per panel), and the next tile fits the 64 KiB of panels_to_prefetch at K up
+/// to 8192. From L3 (one copy of 1280 x 5120) tiles of 4 are the faster: one thread 90 against
+/// 104 us, two 50-56 against 59-66; a decode GEMV's weights come from DRAM.
+constexpr int kTilePanels = 2;
+
 /// fp4int::gemv_rows with each tile's integer blocks summed 16 rows a vector; a single panel by fp4int's tile.
 inline void gemv_rows(const float* q, const float* x_scale, const fp4int::Planes& planes, const MatrixView& w,
                       float* y, OutRound round, int n_begin, int n_end) {
-  panels::walk_panel_rows(
+  panels::walk_panel_rows<kTilePanels>(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
         const int ahead = panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols));

@@ -313,15 +313,15 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
 }
 
 /// Walks rows [n_begin, n_end) of a panel view: whole panels as tile(NP, n, p0) (n the first
-/// row, p0 its panel; kTilePanels panels at a time, then single ones), the rest as scalar(from,
-/// to). A row_slice may start inside a panel: its rows up to the next panel boundary, and rows
-/// after the last whole panel, go scalar.
-template <class Tile, class Scalar>
+/// row, p0 its panel; kTile panels at a time, then single ones), the rest as scalar(from, to).
+/// A row_slice may start inside a panel: its rows up to the next panel boundary, and rows after
+/// the last whole panel, go scalar.
+template <int kTile = kTilePanels, class Tile, class Scalar>
 inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& tile, Scalar&& scalar) {
   int n = std::min(n_end, n_begin + (kPanelRows - (w.row0 + n_begin) % kPanelRows) % kPanelRows);
   scalar(n_begin, n);
-  for (; n + kPanelRows * kTilePanels <= n_end; n += kPanelRows * kTilePanels)
-    tile(std::integral_constant<int, kTilePanels>{}, n, static_cast<long>((w.row0 + n) / kPanelRows));
+  for (; n + kPanelRows * kTile <= n_end; n += kPanelRows * kTile)
+    tile(std::integral_constant<int, kTile>{}, n, static_cast<long>((w.row0 + n) / kPanelRows));
   for (; n + kPanelRows <= n_end; n += kPanelRows)
     tile(std::integral_constant<int, 1>{}, n, static_cast<long>((w.row0 + n) / kPanelRows));
   scalar(n, n_end);
