@@ -527,6 +527,15 @@ TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits
     long bad = 0;
     for (int k = 0; k < K; ++k) bad += !same_bits(q1[k], q2[k]);
     for (int b = 0; b < 41; ++b) bad += !same_bits(s1[b], s2[b]);
+#if defined(__AVX2__)
+    // the AVX2 block on its own too (act_quant_row_fast takes the AVX-512 one where built)
+    for (int b = 0; b < 40; ++b) {
+      float q8[32], s8;
+      if (!avx2::act_quant_block32(x.data() + 32 * b, q8, &s8)) continue;
+      for (int k = 0; k < 32; ++k) bad += !same_bits(q1[32 * b + k], q8[k]);
+      bad += !same_bits(s1[b], s8);
+    }
+#endif
     CHECK(bad == 0);
   }
   // inf or NaN in the input: every output of that row NaN, on every path (reference: NaN·w)

@@ -327,10 +327,48 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
 inline constexpr bool kVectorised = false;
 #endif
 
-/// act_quant_row (core/quant.hpp) with full 32-value blocks 8 lanes at a time: the same bits.
+#if defined(DS41_HOST_AVX512)
+/// avx2::act_quant_block32 on two 16-lane vectors: the same operations lane for lane, so the
+/// same bits, in half as many instructions (one thread, K = 5120: 2.35 -> 1.36 us; a decode
+/// GEMV's input is quantised on the calling thread before the pool starts).
+inline bool act_quant_block32_512(const float* x, float* q, float* scale) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 finite_max = _mm512_set1_ps(3.40282347e38f);
+  const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+  const __m512 a0 = _mm512_and_ps(v[0], abs_mask), a1 = _mm512_and_ps(v[1], abs_mask);
+  if (_mm512_cmp_ps_mask(a0, finite_max, _CMP_NLE_UQ) | _mm512_cmp_ps_mask(a1, finite_max, _CMP_NLE_UQ))
+    return false;  // inf, or NaN (unordered)
+  const float s = fp8_pow2_scale_of_amax(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_set1_ps(1e-4f))));
+  *scale = s;
+  const __m512 inv = _mm512_set1_ps(1.0f / s);
+  const __m512 lim = _mm512_set1_ps(448.0f), nlim = _mm512_set1_ps(-448.0f);
+  const __m512 normal_min = _mm512_set1_ps(0.015625f), grid = _mm512_set1_ps(512.0f), grid_inv = _mm512_set1_ps(1.0f / 512.0f);
+  const __m512i half_m1 = _mm512_set1_epi32(0x7FFFF), keep = _mm512_set1_epi32(static_cast<int>(0xFFF00000u)), one = _mm512_set1_epi32(1);
+  for (int i = 0; i < 2; ++i) {
+    const __m512 y = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v[i], inv), nlim), lim);
+    const __m512 a = _mm512_and_ps(y, abs_mask);
+    // normal range: keep 3 mantissa bits, ties to even (e4m3_round's bit trick)
+    const __m512i ab = _mm512_castps_si512(a);
+    const __m512i rb = _mm512_and_si512(
+        _mm512_add_epi32(_mm512_add_epi32(ab, half_m1), _mm512_and_si512(_mm512_srli_epi32(ab, 20), one)), keep);
+    const __m512 rn = _mm512_min_ps(_mm512_castsi512_ps(rb), lim);
+    // subnormal grid m·2^-9: a·512 is exact, rounded to the nearest even integer
+    const __m512 rs = _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, grid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), grid_inv);
+    const __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, normal_min, _CMP_GE_OQ), rs, rn);
+    _mm512_storeu_ps(q + 16 * i, _mm512_or_ps(r, _mm512_andnot_ps(abs_mask, y)));  // the sign of y
+  }
+  return true;
+}
+#endif
+
+/// act_quant_row (core/quant.hpp) with full 32-value blocks 8 (AVX2) or 16 (AVX-512) lanes at a
+/// time: the same bits.
 inline void act_quant_row_fast(const float* x, int K, float* q, float* scale) {
   int kb = 0;
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX512)
+  for (; kb + 32 <= K; kb += 32)
+    if (!act_quant_block32_512(x + kb, q + kb, scale + kb / 32)) act_quant_row(x + kb, 32, q + kb, scale + kb / 32);
+#elif defined(__AVX2__) && !defined(__CUDA_ARCH__)
   for (; kb + 32 <= K; kb += 32)
     if (!ds41::avx2::act_quant_block32(x + kb, q + kb, scale + kb / 32)) act_quant_row(x + kb, 32, q + kb, scale + kb / 32);
 #endif
