@@ -402,8 +402,9 @@ enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
 /// threads, session 11; 1280 x 5120 / 32768 x 1280 / 5120 x 8192 / 5120 x 2304, medians) read
 /// 85 / 92 / 85 / 81% of the stream with it, against 85 / 78 / 85 / 79% by BF16 dot products and
 /// 83 / 74 / 83 / 74% by AVX-512 multiply-adds, both 16 rows a vector, which are the faster from
-/// L3 (1.2-1.6x). fp4 takes the widest: 74 / 81 / 80 / 80% with AVX-512 VNNI against 62 / 75 /
-/// 74 / 72% with AVX2 alone. Prefill (T > 1) takes the widest. (README "Performance".)
+/// L3 (1.2-1.6x). fp4 takes the widest: 70 / 87 / 92 / 83% with AVX-512 VNNI (three later runs,
+/// tiles of 2 panels) against 65 / 84 / 78 / 77% with AVX2 alone. Prefill (T > 1) takes the
+/// widest. (README "Performance".)
 constexpr VectorIsa decode_isa(WeightFormat f) {
   return f == WeightFormat::kFp8Block32 ? VectorIsa::kAvx2 : VectorIsa::kWidest;
 }
