@@ -11,19 +11,21 @@
 
 namespace ds41::bench {
 
-/// Bytes of an r x k weight matrix in format f: payload and block scales, fp8's f32 and fp4's of
-/// `fp4_scale_bytes` each (1 where the host stores them as e8m0 bytes, host_panels.hpp).
-inline double matrix_bytes(WeightFormat f, double r, double k, double fp4_scale_bytes = 4) {
+/// Bytes of an r x k weight matrix in format f as a backend stores it: the host's packed panels
+/// (`packed`: host_panels::packed_bytes, fp4 scales as e8m0 bytes), else payload and f32 block
+/// scales.
+inline double matrix_bytes(WeightFormat f, double r, double k, bool packed = false) {
+  if (packed) return static_cast<double>(host_panels::packed_bytes(f, static_cast<int>(r), static_cast<int>(k)));
   return static_cast<double>(payload_bytes(f, static_cast<long>(r), static_cast<long>(k))) +
-         (f == WeightFormat::kFp4Block32   ? r * ((k + 31) / 32) * fp4_scale_bytes
+         (f == WeightFormat::kFp4Block32   ? r * ((k + 31) / 32) * 4
           : f == WeightFormat::kFp8Block32 ? ((r + 31) / 32) * ((k + 31) / 32) * 4
                                            : 0);
 }
 
 /// Weight bytes one decode step of one layer reads: attention, compressor/indexer, router, the
-/// active routed experts and the shared one.
-inline double layer_step_bytes(const ModelConfig& c, bool source, double fp4_scale_bytes) {
-  const auto mat = [&](WeightFormat f, double r, double k) { return matrix_bytes(f, r, k, fp4_scale_bytes); };
+/// active routed experts and the shared one (`packed`: as matrix_bytes).
+inline double layer_step_bytes(const ModelConfig& c, bool source, bool packed) {
+  const auto mat = [&](WeightFormat f, double r, double k) { return matrix_bytes(f, r, k, packed); };
   const double H = c.n_heads, D = c.head_dim, dim = c.dim, I = c.moe_inter_dim;
   double b = mat(WeightFormat::kFp8Block32, c.q_lora_rank, dim) + mat(WeightFormat::kFp8Block32, H * D, c.q_lora_rank) +
              mat(WeightFormat::kFp8Block32, D, dim) + mat(WeightFormat::kBF16, c.o_groups * c.o_lora_rank, H * D / c.o_groups) +
@@ -59,8 +61,8 @@ void v41_decode_steps(benchmark::State& st) {
     t = model.decode(t).argmax;
   }
   double bytes = 0;
-  const double fp4_scale_bytes = std::is_same_v<B, HostBackend> && host_gemv::kVectorised ? 1 : 4;
-  for (int l = 0; l < layers; ++l) bytes += layer_step_bytes(c, l == 0, fp4_scale_bytes);
+  const bool packed = std::is_same_v<B, HostBackend> && host_gemv::kVectorised;  // upload_linear_weights' panels
+  for (int l = 0; l < layers; ++l) bytes += layer_step_bytes(c, l == 0, packed);
   bytes += matrix_bytes(WeightFormat::kF32, c.vocab_size, c.dim);  // the head (f32 here), read every step
   set_stream_counters(st, bytes, 2.0 * bytes);  // ~2 FLOP per weight byte at fp8
   st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);

@@ -161,10 +161,6 @@ DS41_HD float pow2_ceil(float x) {
   return bits_f32(e << 23);
 }
 
-/// ue8m0 byte of a power-of-two scale (its biased exponent) and back.
-DS41_HD uint8_t ue8m0_encode(float pow2) { return static_cast<uint8_t>((f32_bits(pow2) >> 23) & 0xFFu); }
-DS41_HD float ue8m0_decode(uint8_t e) { return bits_f32(static_cast<uint32_t>(e) << 23); }
-
 /// e8m0 (OCP MX) as files and the host's fp4 panels store block scales: 2^(e-127), byte 0 the
 /// subnormal 2^-127 (bits 0x00400000); 255 (NaN) is never stored (f32_to_e8m0 refuses it).
 DS41_HD float e8m0_to_f32(uint8_t e) { return bits_f32(e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23); }
