@@ -34,6 +34,7 @@
 #include "host_gemv_fp4int512.hpp"
 #include "host_gemv_fp8dot512.hpp"
 #include "host_gemv_panels.hpp"
+#include "host_gemv_panels512.hpp"
 #include "host_gemv_scaled.hpp"
 #include "host_gemv_scaled512.hpp"
 #include "host_threads.hpp"
@@ -392,7 +393,8 @@ struct PreparedInput {
 /// run each level on one machine (the results are the same bits): all this build has (kWidest:
 /// with AVX-512 BF16, fp8 decode sums by dot products, host_gemv_fp8dot512.hpp), AVX-512
 /// without BF16 (kAvx512: fp8 by multiply-adds, host_gemv_scaled512.hpp; fp4 with VNNI,
-/// host_gemv_fp4int512.hpp), or AVX2 alone. A level the build lacks runs the next one down.
+/// host_gemv_fp4int512.hpp; f32/bf16 decode 16 rows a vector, host_gemv_panels512.hpp), or AVX2
+/// alone. A level the build lacks runs the next one down.
 /// kTuned, linear()'s default: per format the level that read cold weights fastest (decode_isa).
 enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
 
@@ -403,8 +405,10 @@ enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
 /// 85 / 92 / 85 / 81% of the stream with it, against 85 / 78 / 85 / 79% by BF16 dot products and
 /// 83 / 74 / 83 / 74% by AVX-512 multiply-adds, both 16 rows a vector, which are the faster from
 /// L3 (1.2-1.6x). fp4 takes the widest: 70 / 87 / 92 / 83% with AVX-512 VNNI (three later runs,
-/// tiles of 2 panels) against 65 / 84 / 78 / 77% with AVX2 alone. Prefill (T > 1) takes the
-/// widest. (README "Performance".)
+/// tiles of 2 panels) against 65 / 84 / 78 / 77% with AVX2 alone. bf16 takes the widest too:
+/// its 16-row tile read the four shapes 4-10% faster than the AVX2 one, alternating call by call
+/// (session 12; f32 the same either way, at the stream read). Prefill (T > 1) takes the widest.
+/// (README "Performance".)
 constexpr VectorIsa decode_isa(WeightFormat f) {
   return f == WeightFormat::kFp8Block32 ? VectorIsa::kAvx2 : VectorIsa::kWidest;
 }
@@ -440,6 +444,10 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
     if (T == 1 && prepared.fp4_plane_words && fp4int::usable(w))
       return fp4int::gemv_rows(x, xs, fp4int::Planes{prepared.fp4_plane_words, prepared.fp4_block_units}, w, y, round,
                                n_begin, n_end);
+#if defined(DS41_HOST_AVX512)
+    if (T == 1 && panels512::usable(w) && isa != VectorIsa::kAvx2)
+      return panels512::gemv_rows(x, w, y, round, n_begin, n_end);
+#endif
     if (w.layout == WeightLayout::kPanels8)
       return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     switch (w.format) {

@@ -351,10 +351,10 @@ inline int panels_to_prefetch(int n, int NP, int n_end, long pb) {
 /// contiguous), or past the matrix, which a prefetch never faults on.
 constexpr int kPrefetchAhead = 3072;
 
-/// Prefetches `bytes` (whole lines) at kPrefetchAhead past `p`. The address is formed as an
+/// Prefetches `bytes` (whole lines) at `ahead` bytes past `p`. The address is formed as an
 /// integer: it may lie past the end of the matrix, where no C++ pointer may point.
-inline void prefetch_ahead(const uint8_t* p, int bytes) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + kPrefetchAhead;
+inline void prefetch_ahead(const uint8_t* p, int bytes, int ahead = kPrefetchAhead) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + ahead;
   for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
 }
 
