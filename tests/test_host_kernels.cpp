@@ -3,7 +3,11 @@
 // weight format over awkward shapes, row-major and in the host backend's 8-row panel layout (row
 // slices on and off panel boundaries), and the tiny golden's counts unchanged.
 #include <doctest/doctest.h>
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -676,6 +680,71 @@ TEST_CASE("thread pool: every item once, exceptions reach the caller, nested run
   HostThreadPool single(1);
   long count = 0;
   single.run(50, 3, [&](long b, long e) { count += e - b; });
+  CHECK(count == 50);
+}
+
+TEST_CASE("thread pool, run_owned: every item once, contiguous shares, late shares taken from the back") {
+  HostThreadPool pool(3);
+  for (long n : {0L, 1L, 2L, 5L, 100L, 100003L})
+    for (long grain : {1L, 7L, 200L}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<long> bad_hint{0};
+      pool.run_owned(n, grain, [&](long b, long e, long share_end) {
+        bad_hint += !(b < e && e <= share_end && share_end <= n);
+        for (long i = b; i < e; ++i) hits[i]++;
+      });
+      long wrong = 0;
+      for (auto& h : hits) wrong += h.load() != 1;
+      CAPTURE(n);
+      CAPTURE(grain);
+      CHECK(wrong == 0);
+      CHECK(bad_hint.load() == 0);
+    }
+  // each thread takes its own share [n·t/3, n·(t+1)/3) from the front, chunk after chunk, and
+  // such a chunk hints at least to its own end; other threads' chunks of it come from its back
+  {
+    const long n = 1000, grain = 9;
+    std::mutex m;
+    std::vector<std::array<long, 4>> chunks;  // thread, begin, end, share_end, in the order taken
+    pool.run_owned(n, grain, [&](long b, long e, long share_end) {
+      std::lock_guard<std::mutex> lock(m);
+      chunks.push_back({HostThreadPool::thread_index(), b, e, share_end});
+    });
+    long next_front[3] = {0, n / 3, 2 * n / 3}, out_of_order = 0;
+    for (const auto& [t, b, e, share_end] : chunks) {
+      const long share = b >= 2 * n / 3 ? 2 : b >= n / 3;  // [0, 333), [333, 666), [666, 1000)
+      if (share != t) continue;                               // taken from another's back
+      out_of_order += b != next_front[t] || share_end < e;
+      next_front[t] = e;
+    }
+    CHECK(out_of_order == 0);
+  }
+  // a thread that stalls in its first chunk (worker 1, whose share is [n/3, 2n/3)): the others
+  // take the rest of its share from the back meanwhile, so it ends with that one chunk (or none,
+  // when it woke after the others had done everything)
+  const long n = 300;
+  std::vector<int> taker(n, -1);
+  pool.run_owned(n, 5, [&](long b, long e, long) {
+    const int me = HostThreadPool::thread_index();
+    for (long i = b; i < e; ++i) taker[i] = me;
+    if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  long by_stalled = 0;
+  for (int t : taker) by_stalled += t == 1;
+  CHECK(by_stalled <= 5);
+  CHECK_THROWS_AS(pool.run_owned(100, 1, [](long b, long, long) {
+    if (b == 37) throw std::runtime_error("item 37");
+  }),
+                  std::runtime_error);
+  std::atomic<long> inner{0};
+  pool.run_owned(8, 1, [&](long, long, long) { pool.run_owned(10, 1, [&](long b, long e, long) { inner += e - b; }); });
+  CHECK(inner.load() == 80);
+  std::atomic<long> sum{0};
+  pool.run_owned(64, 4, [&](long b, long e, long) { sum += e - b; });  // still working after the exception
+  CHECK(sum.load() == 64);
+  HostThreadPool single(1);
+  long count = 0;
+  single.run_owned(50, 3, [&](long b, long e, long share_end) { count += (e - b) * (b == 0 && e == 50 && share_end == 50); });
   CHECK(count == 50);
 }
 

@@ -212,13 +212,14 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
 /// Whether this call may take the integer path (besides planes having been prepared).
 inline bool usable(const MatrixView& w) { return w.format == WeightFormat::kFp4Block32 && w.layout == WeightLayout::kPanels8; }
 
-/// Rows [n_begin, n_end) of y = round(q · Wᵀ) for one input row (act_quant's q and scales).
+/// Rows [n_begin, n_end) of y = round(q · Wᵀ) for one input row (act_quant's q and scales);
+/// rows up to prefetch_end are prefetched as this walk's (scaled::gemv_rows).
 inline void gemv_rows(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, float* y,
-                      OutRound round, int n_begin, int n_end) {
+                      OutRound round, int n_begin, int n_end, int prefetch_end) {
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        gemv_tile<NP>(q, x_scale, planes, w, p0, panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols)), y + n, round);
+        gemv_tile<NP>(q, x_scale, planes, w, p0, panels::panels_to_prefetch(n, NP, prefetch_end, panel_bytes(w.format, w.cols)), y + n, round);
       },
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }

@@ -134,11 +134,11 @@ constexpr int kTilePanels = 2;
 
 /// fp4int::gemv_rows with each tile's integer blocks summed 16 rows a vector; a single panel by fp4int's tile.
 inline void gemv_rows(const float* q, const float* x_scale, const fp4int::Planes& planes, const MatrixView& w,
-                      float* y, OutRound round, int n_begin, int n_end) {
+                      float* y, OutRound round, int n_begin, int n_end, int prefetch_end) {
   panels::walk_panel_rows<kTilePanels>(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        const int ahead = panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols));
+        const int ahead = panels::panels_to_prefetch(n, NP, prefetch_end, panel_bytes(w.format, w.cols));
         if constexpr (NP % 2 == 0) fp4int512::gemv_tile<NP / 2>(q, x_scale, planes, w, p0, ahead, y + n, round);
         else fp4int::gemv_tile<NP>(q, x_scale, planes, w, p0, ahead, y + n, round);
       },

@@ -328,12 +328,13 @@ inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& 
 }
 
 /// How many of the NP panels after a decode tile at row n (panels of pb bytes) the tile should
-/// prefetch: those a walk ending at n_end still owns (past n_end they are another thread's, or not
-/// the view's), and none when a tile exceeds 64 KiB: a tile ahead would then not stay in L2 until
-/// used, and streams that long the hardware prefetcher follows by itself.
-inline int panels_to_prefetch(int n, int NP, int n_end, long pb) {
+/// prefetch: those before prefetch_end, the end of the rows this thread is expected to go on
+/// with (past it they are another thread's, or not the view's), and none when a tile exceeds
+/// 64 KiB: a tile ahead would then not stay in L2 until used, and streams that long the
+/// hardware prefetcher follows by itself.
+inline int panels_to_prefetch(int n, int NP, int prefetch_end, long pb) {
   if (NP * pb > (64L << 10)) return 0;
-  return std::clamp((n_end - n - NP * kPanelRows) / kPanelRows, 0, NP);
+  return std::clamp((prefetch_end - n - NP * kPanelRows) / kPanelRows, 0, NP);
 }
 
 /// How far ahead of the groups being summed a decode tile prefetches each of its panels (into

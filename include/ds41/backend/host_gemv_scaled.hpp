@@ -190,13 +190,14 @@ inline bool usable(const MatrixView& w) {
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for one input row: act_quant's q and scales
 /// x_scale (for rows outside whole panels, by the scalar panel dot) and xs = q·2^60 from
-/// scale_input.
+/// scale_input. Rows up to prefetch_end (>= n_end) are prefetched as if they were this walk's
+/// (panels_to_prefetch): the caller expects this thread to take them next.
 inline void gemv_rows(const float* q, const float* x_scale, const float* xs, const MatrixView& w, float* y,
-                      OutRound round, int n_begin, int n_end) {
+                      OutRound round, int n_begin, int n_end, int prefetch_end) {
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        gemv_tile<NP>(xs, x_scale, w, p0, panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols)), y + n, round);
+        gemv_tile<NP>(xs, x_scale, w, p0, panels::panels_to_prefetch(n, NP, prefetch_end, panel_bytes(w.format, w.cols)), y + n, round);
       },
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }

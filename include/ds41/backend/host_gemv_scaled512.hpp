@@ -178,12 +178,12 @@ void gemv_tile(const Sums& sums, const float* x_scale, const MatrixView& w, long
 /// panels by the scalar panel dot.
 template <class Sums = FmaBlockSums>
 inline void gemv_rows(const float* q, const float* x_scale, const Sums& sums, const MatrixView& w, float* y,
-                      OutRound round, int n_begin, int n_end) {
+                      OutRound round, int n_begin, int n_end, int prefetch_end) {
   static_assert(panels::kTilePanels == 4, "a tile of 4 panels is 2 vectors of 16 rows");
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        const int ahead = panels::panels_to_prefetch(n, NP, n_end, panel_bytes(w.format, w.cols));
+        const int ahead = panels::panels_to_prefetch(n, NP, prefetch_end, panel_bytes(w.format, w.cols));
         if constexpr (NP == 4) gemv_tile<2>(sums, x_scale, w, p0, ahead, y + n, round);
         else scaled::gemv_tile<NP>(sums.xs, x_scale, w, p0, ahead, y + n, round);
       },

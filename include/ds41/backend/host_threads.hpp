@@ -6,7 +6,10 @@
 // worker first spins for a short while (a decode step issues a job every few tens of microseconds,
 // and a futex wake-up costs about as much as a small job), then parks on a condition variable; the
 // caller likewise spins briefly for the workers to finish before it sleeps. Work is handed out in
-// chunks from an atomic counter, so a slow core does not hold the others up.
+// chunks from an atomic counter, so a slow core does not hold the others up; run_owned instead
+// gives each thread a contiguous share of the items and lets a thread done with its own take
+// chunks from the back of the others' (a streaming kernel then reads one run of memory per
+// thread and can prefetch across its chunks).
 //
 // Results never depend on the split: every caller gives the pool items whose outputs are
 // independent (one Linear output row block, one for_each item), each computed whole by one thread
@@ -18,7 +21,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -33,7 +38,7 @@ namespace ds41 {
 class HostThreadPool {
  public:
   /// `threads` counts the calling thread: a pool of 1 runs everything inline.
-  explicit HostThreadPool(int threads) {
+  explicit HostThreadPool(int threads) : shares_(std::make_unique<Share[]>(static_cast<size_t>(std::max(1, threads)))) {
     for (int i = 1; i < threads; ++i)
       workers_.emplace_back([this, i] {
         slot() = i;
@@ -85,14 +90,55 @@ class HostThreadPool {
     }
     cv_start_.notify_all();
     work_chunks();
-    for (int spin = 0; spin < kSpins && active_.load(std::memory_order_acquire) != 0; ++spin) pause();
-    {
-      std::unique_lock<std::mutex> lock(m_);
-      cv_done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
-      invoke_ = nullptr;
-      body_ = nullptr;
+    finish_job();
+  }
+
+  /// body(begin, end, share_end) over [0, n) in chunks of `grain` items, like run(), but each of
+  /// the threads() threads owns the share [i·n/threads(), (i+1)·n/threads()) and takes it front
+  /// to back; a thread done with its share takes chunks from the back of the others'. share_end
+  /// is where the run of items the calling thread is taking ends as far as is known when the
+  /// chunk is handed out (its share's unclaimed end, or `end` for a chunk taken from another's
+  /// back): a hint for prefetching the items after `end`, which another thread may yet take.
+  template <class Body>
+  void run_owned(long n, long grain, Body&& body) {
+    if (n <= 0) return;
+    grain = std::max(1L, grain);
+    std::unique_lock<std::mutex> submit(submit_, std::defer_lock);
+    if (workers_.empty() || n <= grain || n > kMaxOwnedItems || in_job() || !submit.try_lock()) {
+      body(0L, n, n);
+      return;
     }
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    const int parts = threads();
+    for (int i = 0; i < parts; ++i) shares_[i].range.store(pack(n * i / parts, n * (i + 1) / parts), std::memory_order_relaxed);
+    auto chunks = [&body, grain, parts, this] {
+      const int own = std::min(slot(), parts - 1);  // (a share taken by two threads would still be split right: take() is atomic)
+      for (;;) {  // the own share from the front
+        long begin, end, share_end;
+        if (!take(shares_[own].range, grain, true, begin, end, share_end)) break;
+        body(begin, end, share_end);
+      }
+      for (int k = 1; k < parts; ++k) {  // then the others' from the back
+        auto& range = shares_[(own + k) % parts].range;
+        long begin, end, share_end;
+        while (take(range, grain, false, begin, end, share_end)) body(begin, end, end);
+      }
+    };
+    using C = decltype(chunks);
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      invoke_ = [](void* c, long, long) { (*static_cast<C*>(c))(); };
+      body_ = static_cast<void*>(&chunks);
+      n_ = 1;  // one "chunk" per thread: chunks() itself
+      grain_ = 1;
+      next_.store(0, std::memory_order_relaxed);
+      per_thread_ = true;
+      error_ = nullptr;
+      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    cv_start_.notify_all();
+    work_chunks();
+    finish_job();
   }
 
   /// The pool every HostBackend call shares.
@@ -118,10 +164,24 @@ class HostThreadPool {
     return flag;
   }
 
+  /// Waits for the workers to finish the current job, then rethrows its first exception.
+  void finish_job() {
+    for (int spin = 0; spin < kSpins && active_.load(std::memory_order_acquire) != 0; ++spin) pause();
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
+      invoke_ = nullptr;
+      body_ = nullptr;
+      per_thread_ = false;
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
   void work_chunks() {
     in_job() = true;
     for (;;) {
-      long begin = next_.fetch_add(grain_, std::memory_order_relaxed);
+      // run_owned: every thread runs the job's one body once (it takes its chunks itself)
+      long begin = per_thread_ ? 0 : next_.fetch_add(grain_, std::memory_order_relaxed);
       if (begin >= n_) break;
       try {
         invoke_(body_, begin, std::min(n_, begin + grain_));
@@ -129,9 +189,36 @@ class HostThreadPool {
         std::lock_guard<std::mutex> lock(m_);
         if (!error_) error_ = std::current_exception();
         next_.store(n_, std::memory_order_relaxed);  // stop handing out chunks
+        for (int i = 0; i < threads(); ++i) shares_[i].range.store(0, std::memory_order_relaxed);
       }
+      if (per_thread_) break;
     }
     in_job() = false;
+  }
+
+  // run_owned's shares: [front, back) packed as front | back << 32, one cache line each
+  static constexpr long kMaxOwnedItems = 0x7FFFFFFFL;
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+  static uint64_t pack(long front, long back) {
+    return static_cast<uint64_t>(front) | static_cast<uint64_t>(back) << 32;
+  }
+  /// Takes up to `grain` items from the front (or the back) of a share: [begin, end), and
+  /// share_end = the share's back after the take. False when the share is empty.
+  static bool take(std::atomic<uint64_t>& range, long grain, bool front, long& begin, long& end, long& share_end) {
+    uint64_t cur = range.load(std::memory_order_relaxed);
+    for (;;) {
+      const long f = static_cast<long>(cur & 0xFFFFFFFFu), b = static_cast<long>(cur >> 32);
+      if (f >= b) return false;
+      begin = front ? f : std::max(f, b - grain);
+      end = front ? std::min(b, f + grain) : b;
+      const uint64_t next = front ? pack(end, b) : pack(f, begin);
+      if (range.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+        share_end = front ? b : begin;
+        return true;
+      }
+    }
   }
 
   /// Spin iterations before sleeping: ~30-60 µs of pause instructions.
@@ -174,6 +261,8 @@ class HostThreadPool {
   long n_ = 0, grain_ = 1;
   std::atomic<long> next_{0};
   std::atomic<int> active_{0};
+  bool per_thread_ = false;  // the job is run_owned's: each thread runs the body once
+  std::unique_ptr<Share[]> shares_;  // one per thread
   std::exception_ptr error_;
 };
 
