@@ -127,8 +127,10 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
 /// tiles of 2 panels read 36.3 / 44.2 / 40.2 / 42.4, 35.6 / 41.3 / 45.1 / 38.3, 34.4 / 40.8 /
 /// 41.0 / 35.1 GB/s where tiles of 4 (two vectors, panels::kTilePanels) read 34.9 / 41.2 / 37.2
 /// / 38.7, 33.7 / 38.6 / 36.3 / 33.6, 33.1 / 38.0 / 35.3 / 28.5: half as many streams at once
-/// (codes and scales per panel), and the next tile fits the 64 KiB of panels_to_prefetch at K up
-/// to 8192. From L3 (one copy of 1280 x 5120) tiles of 4 are the faster: one thread 90 against
+/// (codes and scales per panel). Still so after panels_to_prefetch's limit rose to 128 KiB (so
+/// that tiles of 4 prefetch the next one too, at K up to 8192), session 12, alternating call by
+/// call, 3 rounds, stream 47-48: 2 panels 40.5-41.7 / 39.1-41.9 / 42.2-44.0 / 40.6-43.7, 4
+/// panels 36.2-37.1 / 37.2-39.3 / 35.3-37.1 / 37.3-40.6. From L3 (one copy of 1280 x 5120) tiles of 4 are the faster: one thread 90 against
 /// 104 us, two 50-56 against 59-66; a decode GEMV's weights come from DRAM.
 constexpr int kTilePanels = 2;
 

@@ -330,10 +330,17 @@ inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& 
 /// How many of the NP panels after a decode tile at row n (panels of pb bytes) the tile should
 /// prefetch: those before prefetch_end, the end of the rows this thread is expected to go on
 /// with (past it they are another thread's, or not the view's), and none when a tile exceeds
-/// 64 KiB: a tile ahead would then not stay in L2 until used, and streams that long the
-/// hardware prefetcher follows by itself.
+/// 128 KiB: a tile ahead would then not stay in L2 until used (this tile and the next fill a
+/// quarter of a Zen 5 core's 1 MiB, half of Zen 3's 512 KiB), and streams that long the hardware
+/// prefetcher follows by itself. 128 rather than session 9's 64 KiB: the AVX2 fp8 tile at K =
+/// 2304 (72 KiB) then prefetches, and read 5120 x 2304 cold at 45-46 instead of 41 GB/s (stream
+/// 46) and 50-51 instead of 46-47 (stream 79), alternating call by call, and the AVX2 fp4 tile
+/// at K = 5120 (80 KiB) 1280 x 5120 at 36.5-38.4 instead of 33.7-34.6 (stream 47); the fp8 dot
+/// product tile at 5120 x 2304 lost 1-3%. 256 and 512 KiB gained nothing more at the other fp8
+/// shapes; the bf16 tiles (host_gemv_panels512.hpp) do not prefetch the next tile: it made them
+/// 5-10% faster while the stream read at ~79 GB/s, 1-4% slower at ~46.
 inline int panels_to_prefetch(int n, int NP, int prefetch_end, long pb) {
-  if (NP * pb > (64L << 10)) return 0;
+  if (NP * pb > (128L << 10)) return 0;
   return std::clamp((prefetch_end - n - NP * kPanelRows) / kPanelRows, 0, NP);
 }
 
