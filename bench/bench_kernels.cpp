@@ -62,17 +62,17 @@ void BM_Linear(benchmark::State& st) {
   }
   set_stream_counters(st, m.bytes(), 2.0 * T * rows * cols);
 }
-// wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
-#define DS41_LINEAR_SHAPES(F)                                                                          \
-  BENCHMARK(BM_Linear<F>)                                                                              \
-      ->ArgNames({"rows", "cols", "T"})                                                                \
-      ->Args({kQRank, kDim, 1})                                                                        \
-      ->Args({kHeads * kHeadDim, kQRank, 1})                                                           \
-      ->Args({kDim, kOGroups * kORank, 1})                                                             \
-      ->Args({kDim, kInter, 1})                                                                        \
-      ->Args({kInter, kDim, 16})                                                                       \
-      ->UseRealTime()                                                                                  \
-      ->Unit(benchmark::kMicrosecond)
+// wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]: the
+// decode GEMV shapes every GEMV benchmark here runs
+constexpr long kDecodeShapes[][2] = {
+    {kQRank, kDim}, {kHeads * kHeadDim, kQRank}, {kDim, kOGroups * kORank}, {kDim, kInter}};
+// the decode shapes with T = 1, and one prefill GEMM (16 input rows through an expert's w1)
+void linear_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "T"});
+  for (const auto& shape : kDecodeShapes) b->Args({shape[0], shape[1], 1});
+  b->Args({kInter, kDim, 16})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+#define DS41_LINEAR_SHAPES(F) BENCHMARK(BM_Linear<F>)->Apply(linear_shapes)
 DS41_LINEAR_SHAPES(WeightFormat::kBF16);
 DS41_LINEAR_SHAPES(WeightFormat::kF32);
 DS41_LINEAR_SHAPES(WeightFormat::kFp8Block32);
@@ -98,15 +98,10 @@ void BM_DecodeGemv(benchmark::State& st) {
   }
   set_stream_counters(st, m.bytes(), 2.0 * rows * cols);
 }
-// wq_a [1280, 5120], wq_b [64*512, 1280], wo_b [5120, 8*1024], an expert's w2 [5120, 2304]
 void decode_shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"rows", "cols"})
-      ->Args({kQRank, kDim})
-      ->Args({kHeads * kHeadDim, kQRank})
-      ->Args({kDim, kOGroups * kORank})
-      ->Args({kDim, kInter})
-      ->UseRealTime()
-      ->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"rows", "cols"});
+  for (const auto& shape : kDecodeShapes) b->Args({shape[0], shape[1]});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 #define DS41_DECODE_SHAPES(F, ISA) BENCHMARK(BM_DecodeGemv<F, ISA>)->Apply(decode_shapes)
 DS41_DECODE_SHAPES(WeightFormat::kFp8Block32, host_gemv::VectorIsa::kAvx2);
@@ -116,7 +111,8 @@ DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kAvx2);
 DS41_DECODE_SHAPES(WeightFormat::kFp4Block32, host_gemv::VectorIsa::kWidest);
 // The decode GEMV's memory walk without its arithmetic: the same cold panel-packed bytes, read in
 // the same order (tiles of 4 panels side by side, one 32-byte group of each in turn) and split
-// over the pool the same way (32-row items, ~8 chunks per thread, as host_gemv::linear). A
+// over the pool the same way (32-row items, ~8 chunks per thread from each thread's contiguous
+// share, HostThreadPool::run_owned, as host_gemv::linear). A
 // GEMV's bytes/s against this walk's is what its arithmetic costs in overlap; the walk's
 // against the stream read, what the panel order costs. Args: rows, cols (rows a multiple of 32).
 template <WeightFormat F>
@@ -130,7 +126,7 @@ void BM_PanelWalk(benchmark::State& st) {
   std::vector<uint64_t> sink(items);
   for (auto _ : st) {
     const auto* base = static_cast<const uint8_t*>(m.take().data);
-    pool.run(items, std::max(1L, items / (8L * pool.threads())), [&](long b, long e) {
+    pool.run_owned(items, std::max(1L, items / (8L * pool.threads())), [&](long b, long e, long) {
       for (long it = b; it < e; ++it) {
         const uint8_t* t = base + it * 4 * pb;
         uint64_t sum = 0;

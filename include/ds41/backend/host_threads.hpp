@@ -38,7 +38,8 @@ namespace ds41 {
 class HostThreadPool {
  public:
   /// `threads` counts the calling thread: a pool of 1 runs everything inline.
-  explicit HostThreadPool(int threads) : shares_(std::make_unique<Share[]>(static_cast<size_t>(std::max(1, threads)))) {
+  explicit HostThreadPool(int threads)
+      : shares_(std::make_unique<Share[]>(static_cast<size_t>(std::max(1, threads)))) {
     for (int i = 1; i < threads; ++i)
       workers_.emplace_back([this, i] {
         slot() = i;
@@ -104,14 +105,20 @@ class HostThreadPool {
     if (n <= 0) return;
     grain = std::max(1L, grain);
     std::unique_lock<std::mutex> submit(submit_, std::defer_lock);
-    if (workers_.empty() || n <= grain || n > kMaxOwnedItems || in_job() || !submit.try_lock()) {
+    if (n > kMaxOwnedItems) {  // past what a share's packed bounds hold: chunks handed out in turn
+      run(n, grain, [&body](long begin, long end) { body(begin, end, end); });
+      return;
+    }
+    if (workers_.empty() || n <= grain || in_job() || !submit.try_lock()) {
       body(0L, n, n);
       return;
     }
     const int parts = threads();
-    for (int i = 0; i < parts; ++i) shares_[i].range.store(pack(n * i / parts, n * (i + 1) / parts), std::memory_order_relaxed);
+    for (int i = 0; i < parts; ++i)
+      shares_[i].range.store(pack(n * i / parts, n * (i + 1) / parts), std::memory_order_relaxed);
     auto chunks = [&body, grain, parts, this] {
-      const int own = std::min(slot(), parts - 1);  // (a share taken by two threads would still be split right: take() is atomic)
+      // (a share two threads took as their own would still be split right: take() is atomic)
+      const int own = std::min(slot(), parts - 1);
       for (;;) {  // the own share from the front
         long begin, end, share_end;
         if (!take(shares_[own].range, grain, true, begin, end, share_end)) break;
