@@ -6,13 +6,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 #include "ds41/backend/host.hpp"
 #include "ds41/model/engram.hpp"
@@ -737,14 +737,18 @@ TEST_CASE("thread pool, run_owned: every item once, contiguous shares, late shar
   }),
                   std::runtime_error);
   std::atomic<long> inner{0};
-  pool.run_owned(8, 1, [&](long, long, long) { pool.run_owned(10, 1, [&](long b, long e, long) { inner += e - b; }); });
+  pool.run_owned(8, 1, [&](long, long, long) {  // nested: inline
+    pool.run_owned(10, 1, [&](long b, long e, long) { inner += e - b; });
+  });
   CHECK(inner.load() == 80);
   std::atomic<long> sum{0};
   pool.run_owned(64, 4, [&](long b, long e, long) { sum += e - b; });  // still working after the exception
   CHECK(sum.load() == 64);
   HostThreadPool single(1);
   long count = 0;
-  single.run_owned(50, 3, [&](long b, long e, long share_end) { count += (e - b) * (b == 0 && e == 50 && share_end == 50); });
+  single.run_owned(50, 3, [&](long b, long e, long share_end) {  // inline, one call over everything
+    count += (e - b) * (b == 0 && e == 50 && share_end == 50);
+  });
   CHECK(count == 50);
 }
 

@@ -3,8 +3,9 @@
 //
 // Why: panels::gemv_tile reads a 32768 x 1280 bf16 matrix (wq_b) from DRAM at ~75-80% of the
 // stream read; its panel walk, the same bytes in the same order with no arithmetic, reads at
-// ~100%. A core keeps only as many loads in flight as its reorder window holds instructions
-// after a miss, and the AVX2 tile spends ~8 of them per 32-byte group. Here one 256-bit load and
+// ~100%. The likely reason (not measured directly): a core keeps only as many loads in flight as
+// its reorder window holds instructions after a miss, and the AVX2 tile spends ~8 of them per
+// 32-byte group. Here one 256-bit load and
 // one insert-with-load fetch a group of two panels (pb bytes apart, as host_gemv_scaled512.hpp
 // does for fp8) and the same shift or mask, multiply and add serve 16 rows, about half the
 // instructions per weight; each panel is also prefetched kPrefetchAhead bytes ahead.
