@@ -77,21 +77,7 @@ class HostThreadPool {
       body(0L, n);
       return;
     }
-    using B = std::remove_reference_t<Body>;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      invoke_ = [](void* b, long begin, long end) { (*static_cast<B*>(b))(begin, end); };
-      body_ = static_cast<void*>(&body);
-      n_ = n;
-      grain_ = grain;
-      next_.store(0, std::memory_order_relaxed);
-      error_ = nullptr;
-      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
-    }
-    cv_start_.notify_all();
-    work_chunks();
-    finish_job();
+    run_job(body, n, grain, false);
   }
 
   /// body(begin, end, share_end) over [0, n) in chunks of `grain` items, like run(), but each of
@@ -116,7 +102,7 @@ class HostThreadPool {
     const int parts = threads();
     for (int i = 0; i < parts; ++i)
       shares_[i].range.store(pack(n * i / parts, n * (i + 1) / parts), std::memory_order_relaxed);
-    auto chunks = [&body, grain, parts, this] {
+    auto chunks = [&body, grain, parts, this](long, long) {
       // (a share two threads took as their own would still be split right: take() is atomic)
       const int own = std::min(slot(), parts - 1);
       for (;;) {  // the own share from the front
@@ -130,22 +116,7 @@ class HostThreadPool {
         while (take(range, grain, false, begin, end, share_end)) body(begin, end, end);
       }
     };
-    using C = decltype(chunks);
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      invoke_ = [](void* c, long, long) { (*static_cast<C*>(c))(); };
-      body_ = static_cast<void*>(&chunks);
-      n_ = 1;  // one "chunk" per thread: chunks() itself
-      grain_ = 1;
-      next_.store(0, std::memory_order_relaxed);
-      per_thread_ = true;
-      error_ = nullptr;
-      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    cv_start_.notify_all();
-    work_chunks();
-    finish_job();
+    run_job(chunks, 1, 1, true);  // every thread runs chunks() once: it takes its items itself
   }
 
   /// The pool every HostBackend call shares.
@@ -169,6 +140,27 @@ class HostThreadPool {
   static bool& in_job() {
     thread_local bool flag = false;
     return flag;
+  }
+
+  /// Publishes a job, runs it on the caller too and waits for the workers: job(begin, end) for
+  /// each chunk of `grain` items of [0, n) handed out in turn, or, per_thread, once per thread.
+  template <class Job>
+  void run_job(Job& job, long n, long grain, bool per_thread) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      invoke_ = [](void* j, long begin, long end) { (*static_cast<Job*>(j))(begin, end); };
+      body_ = static_cast<void*>(&job);
+      n_ = n;
+      grain_ = grain;
+      per_thread_ = per_thread;
+      next_.store(0, std::memory_order_relaxed);
+      error_ = nullptr;
+      active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
+    }
+    cv_start_.notify_all();
+    work_chunks();
+    finish_job();
   }
 
   /// Waits for the workers to finish the current job, then rethrows its first exception.
