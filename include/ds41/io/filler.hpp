@@ -2,6 +2,7 @@
 // fnv1a64 of the parameter name, splitmix64, fixed_raw / fixed_value / fixed_int, and the storage
 // grids (f32, bf16, e4m3 with per-32 power-of-two row-block scales).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -43,14 +44,16 @@ inline float fixed_value(std::string_view name, uint64_t i, double scale, double
 
 inline uint64_t fixed_int(std::string_view name, uint64_t i, uint64_t m) { return fixed_raw(name, i) % m; }
 
-/// Smallest integer k with amax <= 448 · 2^k (k = 0 when amax == 0), computed exactly.
-inline int e4m3_block_exponent(float amax) {
+/// Smallest integer k with amax <= fmax · 2^k (k = 0 when amax == 0), computed exactly (SCHEMA
+/// §10.2's k(amax, F); fmax is 448 for e4m3, 6 for e2m1).
+inline int pow2_block_exponent(float amax, double fmax) {
   if (amax == 0.0f) return 0;
-  int k = static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 448.0)));
-  while (static_cast<double>(amax) > std::ldexp(448.0, k)) ++k;
-  while (static_cast<double>(amax) <= std::ldexp(448.0, k - 1)) --k;
+  int k = static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / fmax)));
+  while (static_cast<double>(amax) > std::ldexp(fmax, k)) ++k;
+  while (static_cast<double>(amax) <= std::ldexp(fmax, k - 1)) --k;
   return k;
 }
+inline int e4m3_block_exponent(float amax) { return pow2_block_exponent(amax, 448.0); }
 
 /// Quantise one row of an engram table in place to e4m3 codes (as float values) with one 2^k
 /// per block of 32 columns; scales receives the block scales.
@@ -64,6 +67,50 @@ inline void quantize_e4m3_pow2_row(float* row, int cols, float* scales) {
     for (int j = 0; j < m; ++j) row[b + j] = e4m3_round(row[b + j] / s);
     scales[b / 32] = s;
   }
+}
+
+/// An fp8 Linear weight [rows, cols] (SCHEMA §10.2 "e4m3_pow2_block32x32"): per block of 32 rows x
+/// 32 columns (edge blocks partial) k = k(amax, 448), code byte = e4m3(v / 2^k) (the division is
+/// exact), scales [ceil(rows/32)][ceil(cols/32)] = 2^k. v is the filler's float32 values, not
+/// rounded to bf16 first.
+inline void quantize_e4m3_block32x32(const std::vector<float>& v, long rows, long cols, std::vector<uint8_t>& codes,
+                                     std::vector<float>& scales) {
+  const long rb = (rows + 31) / 32, cb = (cols + 31) / 32;
+  codes.assign(static_cast<size_t>(rows * cols), 0);
+  scales.assign(static_cast<size_t>(rb * cb), 0.0f);
+  for (long br = 0; br < rb; ++br)
+    for (long bc = 0; bc < cb; ++bc) {
+      const long r1 = std::min(rows, br * 32 + 32), c1 = std::min(cols, bc * 32 + 32);
+      float amax = 0.0f;
+      for (long r = br * 32; r < r1; ++r)
+        for (long c = bc * 32; c < c1; ++c) amax = std::fmax(amax, std::fabs(v[r * cols + c]));
+      const float s = std::ldexp(1.0f, e4m3_block_exponent(amax));
+      for (long r = br * 32; r < r1; ++r)
+        for (long c = bc * 32; c < c1; ++c) codes[r * cols + c] = e4m3_encode(v[r * cols + c] / s);
+      scales[br * cb + bc] = s;
+    }
+}
+
+/// An fp4 expert weight, logically [rows, cols] (SCHEMA §10.2 "e2m1_pow2_block32"): per row and
+/// block of 32 columns k = k(amax, 6), nibble = e2m1(v / 2^k) with the sign of v, two nibbles a
+/// byte (low = even column); scales [rows][cols/32] = 2^k.
+inline void quantize_e2m1_block32(const std::vector<float>& v, long rows, long cols, std::vector<uint8_t>& packed,
+                                  std::vector<float>& scales) {
+  const long nb = (cols + 31) / 32;
+  packed.assign(static_cast<size_t>(rows * ((cols + 1) / 2)), 0);
+  scales.assign(static_cast<size_t>(rows * nb), 0.0f);
+  for (long r = 0; r < rows; ++r)
+    for (long b = 0; b < nb; ++b) {
+      const long c1 = std::min(cols, b * 32 + 32);
+      float amax = 0.0f;
+      for (long c = b * 32; c < c1; ++c) amax = std::fmax(amax, std::fabs(v[r * cols + c]));
+      const float s = std::ldexp(1.0f, pow2_block_exponent(amax, 6.0));
+      for (long c = b * 32; c < c1; ++c) {
+        const uint8_t nib = e2m1_encode(v[r * cols + c] / s);
+        packed[r * ((cols + 1) / 2) + c / 2] |= static_cast<uint8_t>((c & 1) ? nib << 4 : nib);
+      }
+      scales[r * nb + b] = s;
+    }
 }
 
 }  // namespace ds41::filler

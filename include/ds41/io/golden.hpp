@@ -45,6 +45,7 @@ struct ParamRule {
   std::vector<long> shape;
   std::string param_dtype, storage;
   double scale = 0, offset = 0;
+  std::vector<long> logical_shape;  // fp4 experts: [out, in] (shape is the packed [out, in/2])
 };
 
 struct Golden {
@@ -291,6 +292,14 @@ inline Golden parse(std::string_view text, const std::string& path) {
     p.storage = r.str(params[i], "storage", where);
     p.scale = r.num(params[i], "scale", where);
     p.offset = r.num(params[i], "offset", where);
+    if (p.storage == "e2m1_pow2_block32") {  // SCHEMA §10.2: the logical [out, in] of a packed fp4 weight
+      p.logical_shape = r.int_list<long>(params[i], "logical_shape", where);
+      DS41_CHECK(p.shape.size() == 2 && p.logical_shape.size() == 2 && p.logical_shape[0] == p.shape[0] &&
+                     p.logical_shape[1] > 0 && p.logical_shape[1] % 32 == 0 && p.logical_shape[1] == 2 * p.shape[1],
+                 "golden ", path, ": '", where, ".logical_shape' = ",
+                 shape_str({p.logical_shape.begin(), p.logical_shape.end()}), " does not fit packed shape ",
+                 shape_str({p.shape.begin(), p.shape.end()}), " (expected [out, 2·in/2] with in a multiple of 32)");
+    }
     g.params.push_back(std::move(p));
   }
   g.spot_checks = root.contains("spot_checks") ? root["spot_checks"] : json::array();
@@ -342,6 +351,7 @@ inline WeightSet regenerate_weights(const Golden& g) {
     long n = 1;
     for (long d : p.shape) n *= d;
     if (p.storage == "derived") continue;  // filled from its source parameter below
+    if (!p.logical_shape.empty()) n = p.logical_shape[0] * p.logical_shape[1];  // filler index r·in + c
     const uint64_t h = filler::fnv1a64(p.name);
     std::vector<float> v(n);
     for (long i = 0; i < n; ++i) v[i] = filler::fixed_value_h(h, static_cast<uint64_t>(i), p.scale, p.offset);
@@ -359,6 +369,36 @@ inline WeightSet regenerate_weights(const Golden& g) {
       ws.put(p.name, HostTensor::from_f32(p.shape, v));
       std::string base = p.name.substr(0, p.name.size() - std::string("weight").size());
       derived_scales[base + "scale"] = std::move(sc);
+    } else if (p.storage == "e4m3_pow2_block32x32" || p.storage == "e4m3_pow2_block32x32_bf16") {
+      // SCHEMA §10.2: an fp8 Linear weight (codes + a 2^k per 32x32 block), or wo_a as the bf16
+      // values convert.py makes of it (code·2^k, exact in bf16)
+      DS41_CHECK(p.shape.size() == 2, "golden ", g.path, ": parameter '", p.name, "' with storage ", p.storage,
+                 " has shape ", shape_str({p.shape.begin(), p.shape.end()}), ", expected [out, in]");
+      HostTensor t;
+      t.shape = p.shape;
+      std::vector<float> sc;
+      filler::quantize_e4m3_block32x32(v, p.shape[0], p.shape[1], t.payload, sc);
+      if (p.storage == "e4m3_pow2_block32x32_bf16") {
+        const long cb = (p.shape[1] + 31) / 32;
+        std::vector<float> val(n);
+        for (long i = 0; i < n; ++i)
+          val[i] = e4m3_decode(t.payload[i]) * sc[(i / p.shape[1] / 32) * cb + (i % p.shape[1]) / 32];
+        ws.put(p.name, HostTensor::from_bf16_values(p.shape, val));
+        continue;
+      }
+      t.format = WeightFormat::kFp8Block32;
+      t.scales = sc;
+      ws.put(p.name, std::move(t));
+      derived_scales[p.name.substr(0, p.name.size() - std::string("weight").size()) + "scale"] = std::move(sc);
+    } else if (p.storage == "e2m1_pow2_block32") {  // SCHEMA §10.2: an fp4 expert weight
+      HostTensor t;
+      t.shape = p.logical_shape;
+      t.format = WeightFormat::kFp4Block32;
+      std::vector<float> sc;
+      filler::quantize_e2m1_block32(v, p.logical_shape[0], p.logical_shape[1], t.payload, sc);
+      t.scales = sc;
+      ws.put(p.name, std::move(t));
+      derived_scales[p.name.substr(0, p.name.size() - std::string("weight").size()) + "scale"] = std::move(sc);
     } else {
       fail("golden ", g.path, ": parameter '", p.name, "' has unknown storage \"", p.storage, "\"");
     }
@@ -367,7 +407,7 @@ inline WeightSet regenerate_weights(const Golden& g) {
     if (p.storage != "derived") continue;
     auto it = derived_scales.find(p.name);
     DS41_CHECK(it != derived_scales.end(), "golden ", g.path, ": derived parameter '", p.name,
-               "' has no e4m3_pow2_block32 source");
+               "' has no quantised source parameter");
     long n = 1;
     for (long d : p.shape) n *= d;
     DS41_CHECK(static_cast<long>(it->second.size()) == n, "golden ", g.path, ": derived parameter '", p.name,
