@@ -1,9 +1,11 @@
 // ds41/model/streamed_experts.hpp — the StreamedExperts ExpertStore policy: routed experts read
-// on demand from GGUF shards into a bounded cache shared by every layer of a model.
+// on demand from GGUF shards or a safetensors checkpoint into a bounded cache shared by every
+// layer of a model.
 //
-//   ExpertSliceMap  where expert e of layer l lives: llama.cpp stores a layer's routed experts
-//                   as three merged [E, rows, cols] tensors, so each of w1/w2/w3 is one
-//                   contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps
+//   ExpertSliceMap  where expert e of layer l lives: the byte ranges of its matrices (and scales)
+//   ExpertSource    a file format's slice map, reads and conversion: GgufExpertSource (each of
+//                   w1/w2/w3 one slice of the merged blk.l.ffn_{gate,down,up}_exps) and
+//                   SafetensorsExpertSource (six tensors: three weights, three scales)
 //   StagingRing     slots of raw expert bytes filled by pread (page-locked when the backend has
 //                   B::alloc_pinned); a background thread serves prefetch requests into it
 //   ExpertArena     slots of backend-resident ExpertWeights, reused as experts come and go
@@ -28,6 +30,7 @@
 #include <vector>
 #include "../backend/host_buffer.hpp"
 #include "../io/gguf_weights.hpp"
+#include "../io/safetensors_weights.hpp"
 #include "moe.hpp"
 
 namespace ds41 {
@@ -52,44 +55,22 @@ struct ExpertCounters {
   }
 };
 
-/// Where every routed expert's three matrices live in the shards.
+/// Where every routed expert's bytes live: per (layer, expert) the byte ranges ("slices") that
+/// hold its three matrices (and their scales), read back to back into one staging buffer.
 class ExpertSliceMap {
  public:
   struct Slice {
     int shard = 0;
     uint64_t offset = 0, bytes = 0;
-    gguf::TensorType type = gguf::TensorType::kF32;
-    std::vector<long> shape;  // [rows, cols]
   };
   struct Expert {
-    Slice w[3];  // w1 (gate), w2 (down), w3 (up)
+    std::vector<Slice> parts;  // GGUF: w1, w2, w3; safetensors: w1, w1 scale, w2, w2 scale, w3, w3 scale
     uint64_t bytes = 0;
   };
 
   ExpertSliceMap() = default;
-  ExpertSliceMap(const gguf::GgufShards& s, const ModelConfig& c) : experts_(c.n_routed_experts) {
-    for (int l = 0; l < c.n_layers; ++l) {
-      std::vector<Expert> layer(c.n_routed_experts);
-      for (int k = 0; k < 3; ++k) {
-        const std::string name = gguf::blk(l, gguf::expert_tensor(k + 1));
-        const gguf::TensorInfo* t = s.find(name);
-        DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", name, "'");
-        const std::vector<long> shape = t->shape();
-        DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
-                   "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
-        for (int e = 0; e < c.n_routed_experts; ++e) {
-          Slice& sl = layer[e].w[k];
-          sl.shard = t->shard;
-          sl.bytes = t->bytes / shape[0];
-          sl.offset = t->offset + sl.bytes * e;
-          sl.type = t->type;
-          sl.shape = {shape[1], shape[2]};
-          layer[e].bytes += sl.bytes;
-        }
-      }
-      layers_.push_back(std::move(layer));
-    }
-  }
+  explicit ExpertSliceMap(int experts) : experts_(experts) {}
+  void add_layer(std::vector<Expert> layer) { layers_.push_back(std::move(layer)); }
   const Expert& at(int layer, int e) const { return layers_.at(layer).at(e); }
   int layers() const { return static_cast<int>(layers_.size()); }
   int experts() const { return experts_; }
@@ -103,6 +84,128 @@ class ExpertSliceMap {
  private:
   int experts_ = 0;
   std::vector<std::vector<Expert>> layers_;
+};
+
+/// What ExpertCache streams from: the slice map of a model's files, positional reads, and the
+/// conversion of one expert's staged bytes (its slices back to back) into three HostTensors.
+/// Implementations: GgufExpertSource (merged [E, rows, cols] tensors) and
+/// SafetensorsExpertSource (six tensors per expert). read() and decode() may run on the
+/// prefetch thread.
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual const ExpertSliceMap& slices() const = 0;
+  virtual void read(const ExpertSliceMap::Slice& s, uint8_t* dst) const = 0;
+  virtual std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const = 0;
+};
+
+/// GGUF: llama.cpp stores a layer's routed experts as three merged [E, rows, cols] tensors, so
+/// each of w1/w2/w3 is one contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps.
+class GgufExpertSource : public ExpertSource {
+ public:
+  GgufExpertSource(const GgufWeights& w) : shards_(w.shared_shards()) {
+    const gguf::GgufShards& s = *shards_;
+    const ModelConfig& c = w.config();
+    map_ = ExpertSliceMap(c.n_routed_experts);
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::vector<ExpertSliceMap::Expert> layer(c.n_routed_experts);
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = gguf::blk(l, gguf::expert_tensor(k + 1));
+        const gguf::TensorInfo* t = s.find(name);
+        DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", name, "'");
+        const std::vector<long> shape = t->shape();
+        DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
+                   "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
+        types_[k].push_back(t->type);
+        shapes_[k].push_back({shape[1], shape[2]});
+        for (int e = 0; e < c.n_routed_experts; ++e) {
+          ExpertSliceMap::Slice sl;
+          sl.shard = t->shard;
+          sl.bytes = t->bytes / shape[0];
+          sl.offset = t->offset + sl.bytes * e;
+          layer[e].parts.push_back(sl);
+          layer[e].bytes += sl.bytes;
+        }
+      }
+      map_.add_layer(std::move(layer));
+    }
+  }
+  const ExpertSliceMap& slices() const override { return map_; }
+  void read(const ExpertSliceMap::Slice& sl, uint8_t* dst) const override {
+    shards_->read(sl.shard, dst, sl.bytes, sl.offset, "expert slice");
+  }
+  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const override {
+    const ExpertSliceMap::Expert& ex = map_.at(layer, e);
+    std::array<HostTensor, 3> out;
+    uint64_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto& sl = ex.parts[i];
+      out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], bytes + at, sl.bytes, gguf::Part::kWhole,
+                                   "expert " + std::to_string(e) + " of layer " + std::to_string(layer));
+      at += sl.bytes;
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const gguf::GgufShards> shards_;
+  ExpertSliceMap map_;
+  std::vector<gguf::TensorType> types_[3];  // per matrix, per layer
+  std::vector<std::vector<long>> shapes_[3];
+};
+
+/// Safetensors: expert e of layer l is layers.l.ffn.experts.e.w{1,2,3}.weight, each with its
+/// .scale when quantised (fp4: I8 + F8_E8M0; fp8: F8_E4M3 + F8_E8M0; bf16: the weight alone).
+class SafetensorsExpertSource : public ExpertSource {
+ public:
+  SafetensorsExpertSource(const SafetensorsWeights& w) : shards_(w.shared_shards()) {
+    const ModelConfig& c = w.config();
+    map_ = ExpertSliceMap(c.n_routed_experts);
+    const long shape[3][2] = {{c.moe_inter_dim, c.dim}, {c.dim, c.moe_inter_dim}, {c.moe_inter_dim, c.dim}};
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::vector<ExpertSliceMap::Expert> layer(c.n_routed_experts);
+      std::vector<std::array<SafetensorsWeights::Parts, 3>> parts(c.n_routed_experts);
+      for (int e = 0; e < c.n_routed_experts; ++e)
+        for (int k = 0; k < 3; ++k) {
+          const std::string name = "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e) + ".w" +
+                                   std::to_string(k + 1) + ".weight";
+          SafetensorsWeights::Parts p = w.parts(name);
+          const std::vector<long> want{shape[k][0], shape[k][1]};
+          DS41_CHECK(p.shape == want, w.where(*p.weight), ": shape ", shape_str({p.shape.begin(), p.shape.end()}),
+                     ", but config.json implies ", shape_str({want.begin(), want.end()}));
+          for (const safetensors::TensorInfo* t : {p.weight, p.scale}) {
+            if (!t) continue;
+            layer[e].parts.push_back({t->shard, t->offset, t->bytes});
+            layer[e].bytes += t->bytes;
+          }
+          parts[e][k] = std::move(p);
+        }
+      map_.add_layer(std::move(layer));
+      parts_.push_back(std::move(parts));
+    }
+  }
+  const ExpertSliceMap& slices() const override { return map_; }
+  void read(const ExpertSliceMap::Slice& sl, uint8_t* dst) const override {
+    shards_->read(sl.shard, dst, sl.bytes, sl.offset, "expert tensor data");
+  }
+  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const override {
+    std::array<HostTensor, 3> out;
+    uint64_t at = 0;
+    for (int k = 0; k < 3; ++k) {
+      const SafetensorsWeights::Parts& p = parts_.at(layer).at(e)[k];
+      const uint8_t* wb = bytes + at;
+      at += p.weight->bytes;
+      const uint8_t* sb = bytes + at;
+      if (p.scale) at += p.scale->bytes;
+      out[k] = safetensors::decode_parts(*shards_, p, wb, sb);
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const safetensors::SafetensorsShards> shards_;
+  ExpertSliceMap map_;
+  std::vector<std::vector<std::array<SafetensorsWeights::Parts, 3>>> parts_;
 };
 
 /// (layer, expert) → arena slot, least recently used at the front.
@@ -180,8 +283,12 @@ class ExpertCache {
   using Key = ExpertLru::Key;
 
   ExpertCache(const GgufWeights& w, const StreamOptions& o = {})
-      : shards_(w.shared_shards()), map_(*shards_, w.config()), opt_(o) {
-    const uint64_t per = map_.max_expert_bytes();
+      : ExpertCache(std::make_shared<GgufExpertSource>(w), o) {}
+  ExpertCache(const SafetensorsWeights& w, const StreamOptions& o = {})
+      : ExpertCache(std::make_shared<SafetensorsExpertSource>(w), o) {}
+  ExpertCache(std::shared_ptr<const ExpertSource> src, const StreamOptions& o = {})
+      : src_(std::move(src)), opt_(o) {
+    const uint64_t per = src_->slices().max_expert_bytes();
     long cap = o.capacity_experts;
     if (cap <= 0 && o.capacity_bytes > 0) cap = static_cast<long>(o.capacity_bytes / std::max<uint64_t>(per, 1));
     DS41_CHECK(cap >= 1, "expert cache: capacity must hold at least one expert (", per, " bytes); got ",
@@ -203,7 +310,7 @@ class ExpertCache {
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
-  const ExpertSliceMap& slices() const { return map_; }
+  const ExpertSliceMap& slices() const { return src_->slices(); }
   long capacity() const { return lru_.capacity(); }
   ExpertCounters counters() const {
     std::lock_guard<std::mutex> g(mu_);
@@ -312,25 +419,16 @@ class ExpertCache {
     return best;
   }
   void read_into(Staged& st, const Key& k) {
-    const ExpertSliceMap::Expert& ex = map_.at(k.first, k.second);
+    const ExpertSliceMap::Expert& ex = src_->slices().at(k.first, k.second);
     uint64_t at = 0;
-    for (const auto& sl : ex.w) {
-      shards_->read(sl.shard, st.buf.data() + at, sl.bytes, sl.offset, "expert slice");
+    for (const auto& sl : ex.parts) {
+      src_->read(sl, st.buf.data() + at);
       at += sl.bytes;
     }
     bytes_read_ += ex.bytes;
   }
   std::array<HostTensor, 3> decode(const Staged& st, const Key& k) const {
-    const ExpertSliceMap::Expert& ex = map_.at(k.first, k.second);
-    std::array<HostTensor, 3> out;
-    uint64_t at = 0;
-    for (int i = 0; i < 3; ++i) {
-      const auto& sl = ex.w[i];
-      out[i] = gguf::decode_tensor(sl.type, sl.shape, st.buf.data() + at, sl.bytes, gguf::Part::kWhole,
-                                   "expert " + std::to_string(k.second) + " of layer " + std::to_string(k.first));
-      at += sl.bytes;
-    }
-    return out;
+    return src_->decode(k.first, k.second, st.buf.data());
   }
   void serve() {
     std::unique_lock<std::mutex> lk(mu_);
@@ -358,8 +456,7 @@ class ExpertCache {
     }
   }
 
-  std::shared_ptr<const gguf::GgufShards> shards_;
-  ExpertSliceMap map_;
+  std::shared_ptr<const ExpertSource> src_;
   StreamOptions opt_;
   ExpertLru lru_;
   ExpertArena<B> arena_;

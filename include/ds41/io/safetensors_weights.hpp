@@ -1,0 +1,404 @@
+// ds41/io/safetensors_weights.hpp — the official DeepSeek-V4.1-Flash checkpoint directory as a
+// WeightSource: config.json → ModelConfig (read_checkpoint_config), and SafetensorsWeights, which
+// reads each tensor with pread from its shard when a component asks for it and converts it to
+// the library's formats (docs/SAFETENSORS.md):
+//
+//   F8_E4M3 X.weight + F8_E8M0 X.scale [ceil(N/32), ceil(K/32)]  → kFp8Block32 [N, K]
+//   I8 X.weight [N, K/2] (packed e2m1) + F8_E8M0 X.scale [N, K/32] → kFp4Block32 [N, K]
+//   F8_E4M3 attn.wo_a.weight + scale                              → kBF16 code·2^k (as convert.py)
+//   F8_E4M3 engram.embed.weight                                   → kFp8Block32 codes (no scales)
+//   F8_E8M0 X.scale asked for directly (engram.embed.scale)       → kF32 2^(byte-127)
+//   BF16 → kBF16, F32 → kF32, F16 → kF32 (exact)
+//
+// Names are model.py's state_dict names, the names the components ask for. mtp.* (DSpark draft
+// layers) and vision tensors are indexed but never loaded (one progress note says so).
+#pragma once
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include "../core/numeric.hpp"
+#include "../model/config.hpp"
+#include "../model/weights.hpp"
+#include "safetensors_reader.hpp"
+
+namespace ds41 {
+namespace safetensors {
+
+/// Options of a checkpoint load that config.json cannot carry.
+struct CheckpointParams {
+  long max_seq_len = 0;  // a runtime field of ModelArgs, never in config.json
+  /// Engram hash parameters (the reference derives them from the tokenizer); required when
+  /// config.json names engram layers.
+  std::optional<EngramHashParams> engram;
+};
+
+/// config.json (the inference ModelArgs field names) → ModelConfig. Absent fields take model.py's
+/// ModelArgs defaults (config.json omits fields equal to them). Every field's type is checked and
+/// the result validated; errors name the file and the key. `notes` receives what is skipped.
+inline ModelConfig read_checkpoint_config(const std::string& path, const CheckpointParams& params,
+                                          std::vector<std::string>* notes = nullptr) {
+  using json = nlohmann::json;
+  const json j = SafetensorsShards::read_json(path);
+  const std::string where = "safetensors " + path;
+  DS41_CHECK(j.is_object(), where, ": not a JSON object");
+  auto find = [&](const char* k) -> const json* {
+    auto it = j.find(k);
+    return it == j.end() ? nullptr : &*it;
+  };
+  auto integer = [&](const char* k, long def, long lo = 0, long hi = 1L << 40) -> long {
+    const json* v = find(k);
+    if (!v) return def;
+    DS41_CHECK(v->is_number_integer() && !v->is_boolean(), where, ": key '", k, "' = ", v->dump(),
+               " is not an integer");
+    DS41_CHECK(v->is_number_unsigned() ? v->get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                       : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi,
+               where, ": key '", k, "' = ", v->dump(), " is outside [", lo, ", ", hi, "]");
+    const long x = v->get<long>();
+    DS41_CHECK(x >= lo, where, ": key '", k, "' = ", x, " is outside [", lo, ", ", hi, "]");
+    return x;
+  };
+  auto real = [&](const char* k, double def) -> double {
+    const json* v = find(k);
+    if (!v) return def;
+    DS41_CHECK(v->is_number() && !v->is_boolean(), where, ": key '", k, "' = ", v->dump(), " is not a number");
+    const double x = v->get<double>();
+    DS41_CHECK(std::isfinite(x), where, ": key '", k, "' = ", v->dump(), " is not finite");
+    return x;
+  };
+  auto boolean = [&](const char* k, bool def) -> bool {
+    const json* v = find(k);
+    if (!v) return def;
+    DS41_CHECK(v->is_boolean(), where, ": key '", k, "' = ", v->dump(), " is not true or false");
+    return v->get<bool>();
+  };
+  auto ints = [&](const char* k, std::vector<long> def, long lo = 0) -> std::vector<long> {
+    const json* v = find(k);
+    if (!v) return def;
+    DS41_CHECK(v->is_array() && v->size() <= (1u << 20), where, ": key '", k, "' = ", v->dump(),
+               " is not a list of integers");
+    std::vector<long> out;
+    for (const json& x : *v) {
+      DS41_CHECK(x.is_number_integer() && !x.is_boolean(), where, ": key '", k, "' has a non-integer entry ", x.dump());
+      DS41_CHECK(!x.is_number_unsigned() || x.get<uint64_t>() <= (1ull << 40), where, ": key '", k, "' entry ",
+                 x.dump(), " is too large");
+      DS41_CHECK(x.get<int64_t>() >= lo && x.get<int64_t>() <= (1L << 40), where, ": key '", k, "' entry ", x.dump(),
+                 " is out of range");
+      out.push_back(x.get<long>());
+    }
+    return out;
+  };
+  auto to_int = [](const std::vector<long>& v) { return std::vector<int>(v.begin(), v.end()); };
+  auto I = [&](const char* k, long def, long lo = 0) { return static_cast<int>(integer(k, def, lo, 1L << 30)); };
+
+  // dtype / expert_dtype: what the loader converts is decided per tensor by its stored dtype, but
+  // only the pairs model.py builds are accepted
+  if (const json* v = find("dtype"))
+    DS41_CHECK(v->is_string() && (*v == "fp8" || *v == "bf16"), where, ": key 'dtype' = ", v->dump(),
+               ", expected \"fp8\" or \"bf16\"");
+  if (const json* v = find("expert_dtype"))
+    DS41_CHECK(v->is_null() || (v->is_string() && *v == "fp4"), where, ": key 'expert_dtype' = ", v->dump(),
+               ", expected \"fp4\" or null");
+  for (const char* k : {"max_batch_size", "max_seq_len", "temperature"})
+    if (find(k) && notes) notes->push_back(std::string("config.json key '") + k + "' (a runtime field) is ignored");
+
+  ModelConfig c;
+  c.max_seq_len = params.max_seq_len;
+  c.vocab_size = integer("vocab_size", 129280, 1);
+  c.dim = I("dim", 1024, 1);
+  c.moe_inter_dim = I("moe_inter_dim", 1024, 1);
+  c.n_layers = I("n_layers", 5, 1);
+  const int n_mtp = I("n_mtp_layers", 1);
+  c.n_heads = I("n_heads", 16, 1);
+  c.n_routed_experts = I("n_routed_experts", 8, 1);
+  c.n_shared_experts = I("n_shared_experts", 1);
+  c.n_activated_experts = I("n_activated_experts", 2, 1);
+  {
+    const json* v = find("score_func");
+    const std::string s = v ? (v->is_string() ? v->get<std::string>() : "?") : "sqrtsoftplus";
+    DS41_CHECK(s == "softmax" || s == "sigmoid" || s == "sqrtsoftplus", where, ": key 'score_func' = ",
+               v ? v->dump() : s, ", expected \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"");
+    c.score_func = s == "softmax" ? ScoreFunc::kSoftmax : s == "sigmoid" ? ScoreFunc::kSigmoid : ScoreFunc::kSqrtSoftplus;
+  }
+  c.gate_temp = real("gate_temp", 1.0);
+  c.norm_topk_prob = boolean("norm_topk_prob", true);
+  c.route_scale = real("route_scale", 1.0);
+  c.swiglu_limit = real("swiglu_limit", 0.0);
+  c.q_lora_rank = I("q_lora_rank", 256, 1);
+  c.head_dim = I("head_dim", 128, 1);
+  c.rope_head_dim = I("rope_head_dim", 32, 1);
+  c.norm_eps = real("norm_eps", 1e-20);
+  c.o_groups = I("o_groups", 8, 1);
+  c.o_lora_rank = I("o_lora_rank", 256, 1);
+  c.window_size = I("window_size", 128, 1);
+  c.compress_ratios = to_int(ints("compress_ratios", {0, 2, 2, 1, 1, 0}));
+  c.kv_source_layers = to_int(ints("kv_source_layers", {1, 3}));
+  c.index_source_layers = to_int(ints("index_source_layers", {1, 3}));
+  c.compress_rope_theta = real("compress_rope_theta", 40000.0);
+  c.original_seq_len = integer("original_seq_len", 0);
+  c.rope_theta = real("rope_theta", 10000.0);
+  c.rope_factor = real("rope_factor", 40);
+  c.beta_fast = real("beta_fast", 32);
+  c.beta_slow = real("beta_slow", 1);
+  c.index_n_heads = I("index_n_heads", 16);
+  c.index_head_dim = I("index_head_dim", 64);
+  c.index_topk = I("index_topk", 64);
+  c.candidate_source_layer = I("candidate_source_layer", -1, -1);
+  c.candidate_topk_blocks = I("candidate_topk_blocks", 0);
+  c.candidate_block_size = I("candidate_block_size", 0);
+  c.hc_mult = I("hc_mult", 4, 1);
+  c.hc_sinkhorn_iters = I("hc_sinkhorn_iters", 20, 1);
+  c.hc_eps = real("hc_eps", 1e-6);
+  c.engram_layer_ids = to_int(ints("engram_layer_ids", {}));
+  c.engram_num_embeddings = ints("engram_num_embeddings", {});
+  c.engram_max_ngram_size = I("engram_max_ngram_size", 1);
+  (void)integer("engram_vocab_size", 0);  // the hash primes' search start: the tokenizer's business
+  c.engram_n_heads = I("engram_n_heads", 0);
+  c.engram_head_dim = I("engram_head_dim", 0);
+  c.engram_pad_id = integer("engram_pad_id", 2);
+  c.engram_compressed_vocab_size = integer("engram_compressed_vocab_size", 0);
+  if (const json* v = find("vision_n_layers")) {
+    const long vl = integer("vision_n_layers", 0);
+    if (vl > 0 && notes) notes->push_back("vision: " + std::to_string(vl) + " ViT layers skipped (text only)");
+    (void)v;
+  }
+  DS41_CHECK(static_cast<long>(c.compress_ratios.size()) == c.n_layers + n_mtp, where, ": key 'compress_ratios' has ",
+             c.compress_ratios.size(), " entries, expected n_layers + n_mtp_layers = ", c.n_layers + n_mtp);
+  c.compress_ratios.resize(c.n_layers);  // the MTP layers' ratios are not used
+  if (n_mtp > 0 && notes) notes->push_back("MTP: " + std::to_string(n_mtp) + " draft layers (mtp.*) skipped");
+  if (!c.engram_layer_ids.empty()) {
+    DS41_CHECK(params.engram.has_value(), where, ": engram layers ", shape_str({c.engram_layer_ids.begin(), c.engram_layer_ids.end()}),
+               " need the engram hash parameters (token map, primes, offsets, multipliers: they come from the "
+               "tokenizer, not config.json); none were given (e.g. ds41-decode --golden FILE)");
+    c.engram = *params.engram;
+  }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(where, ": ", e.what());
+  }
+  return c;
+}
+
+/// Names that belong to parts of the released checkpoint this library does not model.
+inline bool skipped_name(const std::string& n) {
+  for (const char* p : {"mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline"})
+    if (n.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+inline bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+/// IEEE half → float (exact).
+inline float half_to_f32(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+            : e == 31 ? (m ? NAN : INFINITY)
+                      : std::ldexp(static_cast<float>(m | 0x400), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/// Power-of-two scales from F8_E8M0 bytes; 0xFF (NaN) is an error naming the tensor and the index.
+inline std::vector<float> e8m0_scales(const uint8_t* p, size_t n, const std::string& what) {
+  std::vector<float> s(n);
+  for (size_t i = 0; i < n; ++i) {
+    DS41_CHECK(p[i] != 0xFF, what, ": scale ", i, " is the F8_E8M0 NaN byte 0xFF");
+    s[i] = e8m0_to_f32(p[i]);
+  }
+  return s;
+}
+
+/// How a reference tensor is stored: its weight tensor and, for quantised weights, its scale.
+enum class Kind { kPlain, kFp8, kFp4, kFp8ToBf16, kEngramCodes, kScale };
+struct Parts {
+  Kind kind = Kind::kPlain;
+  const TensorInfo* weight = nullptr;
+  const TensorInfo* scale = nullptr;  // kFp8, kFp4, kFp8ToBf16
+  std::vector<long> shape;            // the logical shape the HostTensor will have
+};
+
+/// "safetensors FILE: tensor 'NAME'" for messages.
+inline std::string where(const SafetensorsShards& sh, const TensorInfo& t) {
+  return "safetensors " + sh.shard(t.shard).path() + ": tensor '" + t.name + "'";
+}
+
+/// The stored bytes of a tensor (w) and its scale (s) → HostTensor (the table at the top).
+inline HostTensor decode_parts(const SafetensorsShards& sh, const Parts& p, const uint8_t* w, const uint8_t* s) {
+  const std::string what = where(sh, *p.weight);
+  HostTensor t;
+  t.shape = p.shape;
+  const size_t n = p.weight->bytes;
+  switch (p.kind) {
+    case Kind::kPlain:
+      if (p.weight->dtype == Dtype::kF16) {
+        std::vector<float> v(n / 2);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = half_to_f32(static_cast<uint16_t>(w[2 * i] | w[2 * i + 1] << 8));
+        return HostTensor::from_f32(p.shape, v);
+      }
+      t.format = p.weight->dtype == Dtype::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+      t.payload.assign(w, w + n);
+      return t;
+    case Kind::kScale: return HostTensor::from_f32(p.shape, e8m0_scales(w, n, what));
+    case Kind::kEngramCodes:
+      t.format = WeightFormat::kFp8Block32;  // codes only: EngramT reads the scales from ".scale"
+      t.payload.assign(w, w + n);
+      return t;
+    case Kind::kFp8:
+    case Kind::kFp4:
+      t.format = p.kind == Kind::kFp8 ? WeightFormat::kFp8Block32 : WeightFormat::kFp4Block32;
+      t.payload.assign(w, w + n);
+      t.scales = e8m0_scales(s, p.scale->bytes, where(sh, *p.scale));
+      return t;
+    case Kind::kFp8ToBf16: {  // convert.py: bf16(code.float() * scale) per 32x32 block, exact
+      const std::vector<float> sc = e8m0_scales(s, p.scale->bytes, where(sh, *p.scale));
+      const long N = p.shape[0], K = p.shape[1], kb = (K + 31) / 32;
+      std::vector<float> v(static_cast<size_t>(N * K));
+      for (long r = 0; r < N; ++r)
+        for (long k = 0; k < K; ++k) v[r * K + k] = bf16_round(e4m3_decode(w[r * K + k]) * sc[(r / 32) * kb + k / 32]);
+      return HostTensor::from_bf16_values(p.shape, v);
+    }
+  }
+  fail(what, ": unknown kind");
+}
+
+}  // namespace safetensors
+
+/// The checkpoint directory as a WeightSource. Tensors are read when asked for, one at a time.
+class SafetensorsWeights : public WeightSource {
+ public:
+  using Progress = safetensors::SafetensorsShards::Progress;
+  using TensorInfo = safetensors::TensorInfo;
+  using Dtype = safetensors::Dtype;
+
+  using Kind = safetensors::Kind;
+  using Parts = safetensors::Parts;
+
+  SafetensorsWeights(const std::string& dir, const safetensors::CheckpointParams& params, const Progress& progress = {})
+      : shards_(std::make_shared<safetensors::SafetensorsShards>(dir, progress)), progress_(progress) {
+    std::vector<std::string> notes;
+    cfg_ = safetensors::read_checkpoint_config(shards_->file_path("config.json"), params, &notes);
+    long skipped = 0;
+    for (const auto& [name, t] : shards_->tensors()) {
+      if (safetensors::skipped_name(name)) ++skipped;
+      else total_bytes_ += t.bytes;
+    }
+    if (skipped) notes.push_back(std::to_string(skipped) + " mtp/vision tensors are not loaded");
+    if (progress_)
+      for (const std::string& n : notes) progress_("note: " + n);
+  }
+  SafetensorsWeights(const std::string& dir, long max_seq_len, std::optional<EngramHashParams> engram = {},
+                     const Progress& progress = {})
+      : SafetensorsWeights(dir, safetensors::CheckpointParams{max_seq_len, std::move(engram)}, progress) {}
+
+  const ModelConfig& config() const { return cfg_; }
+  const safetensors::SafetensorsShards& shards() const { return *shards_; }
+  std::shared_ptr<const safetensors::SafetensorsShards> shared_shards() const { return shards_; }
+  /// Bytes and tensors read by load() so far.
+  uint64_t bytes_loaded() const { return bytes_loaded_; }
+  long tensors_loaded() const { return tensors_loaded_; }
+
+  bool has(const std::string& name) const override {
+    if (safetensors::skipped_name(name)) return false;
+    return shards_->find(name) != nullptr;
+  }
+
+  /// Where and how `name` is stored; throws naming the tensor (and file) when something is missing.
+  Parts parts(const std::string& name) const {
+    using safetensors::ends_with;
+    const std::string dir = shards_->dir();
+    DS41_CHECK(!safetensors::skipped_name(name), "safetensors ", dir, ": tensor '", name,
+               "' belongs to the MTP/vision part, which is not loaded");
+    const TensorInfo* t = shards_->find(name);
+    DS41_CHECK(t, "safetensors ", dir, ": missing tensor '", name, "'");
+    const std::string what = where(*t);
+    Parts p;
+    p.weight = t;
+    p.shape = t->shape;
+    auto scale_of = [&]() -> const TensorInfo* {
+      DS41_CHECK(ends_with(name, ".weight"), what, ": ", safetensors::dtype_name(t->dtype),
+                 " needs a scale, but the name does not end in '.weight'");
+      const std::string sn = name.substr(0, name.size() - 6) + "scale";
+      const TensorInfo* s = shards_->find(sn);
+      DS41_CHECK(s, what, ": ", safetensors::dtype_name(t->dtype), " weight without its scale tensor '", sn, "'");
+      DS41_CHECK(s->dtype == Dtype::kF8_E8M0, where(*s), ": dtype ", safetensors::dtype_name(s->dtype),
+                 ", expected F8_E8M0");
+      return s;
+    };
+    auto want_scale_shape = [&](const std::vector<long>& want) {
+      DS41_CHECK(p.scale->shape == want, where(*p.scale), ": shape ", shape_str({p.scale->shape.begin(), p.scale->shape.end()}),
+                 ", expected ", shape_str({want.begin(), want.end()}), " for weight ",
+                 shape_str({p.shape.begin(), p.shape.end()}));
+    };
+    switch (t->dtype) {
+      case Dtype::kBF16:
+      case Dtype::kF32:
+      case Dtype::kF16: p.kind = Kind::kPlain; return p;
+      case Dtype::kF8_E8M0: p.kind = Kind::kScale; return p;
+      case Dtype::kF8_E4M3: {
+        if (ends_with(name, "engram.embed.weight")) {
+          DS41_CHECK(t->shape.size() == 2, what, ": engram table is not a matrix");
+          p.kind = Kind::kEngramCodes;
+          return p;
+        }
+        DS41_CHECK(t->shape.size() == 2, what, ": F8_E4M3 weight is not a matrix");
+        p.kind = ends_with(name, "attn.wo_a.weight") ? Kind::kFp8ToBf16 : Kind::kFp8;
+        p.scale = scale_of();
+        want_scale_shape({(p.shape[0] + 31) / 32, (p.shape[1] + 31) / 32});
+        return p;
+      }
+      case Dtype::kI8: {
+        DS41_CHECK(t->shape.size() == 2, what, ": I8 (packed fp4) weight is not a matrix");
+        p.kind = Kind::kFp4;
+        p.shape[1] *= 2;
+        DS41_CHECK(p.shape[1] % 32 == 0, what, ": packed fp4 weight has ", p.shape[1],
+                   " logical columns, not a multiple of 32");
+        p.scale = scale_of();
+        want_scale_shape({p.shape[0], p.shape[1] / 32});
+        return p;
+      }
+      default: fail(what, ": dtype ", safetensors::dtype_name(t->dtype), " is not one ds41 loads");
+    }
+  }
+
+  HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
+    const Parts p = parts(name);
+    DS41_CHECK(p.shape == shape, where(*p.weight), ": shape ", shape_str({p.shape.begin(), p.shape.end()}),
+               p.kind == Kind::kFp4 ? " (packed fp4, logical)" : "", ", but config.json implies ",
+               shape_str({shape.begin(), shape.end()}));
+    std::vector<uint8_t> w(p.weight->bytes), s(p.scale ? p.scale->bytes : 0);
+    shards_->read(p.weight->shard, w.data(), w.size(), p.weight->offset, "data of tensor '" + name + "'");
+    if (p.scale) shards_->read(p.scale->shard, s.data(), s.size(), p.scale->offset, "data of tensor '" + p.scale->name + "'");
+    count(w.size() + s.size());
+    return decode(p, w.data(), s.data());
+  }
+
+  /// The stored bytes of a tensor (and its scale) → HostTensor, as load() converts them.
+  HostTensor decode(const Parts& p, const uint8_t* w, const uint8_t* s) const {
+    return safetensors::decode_parts(*shards_, p, w, s);
+  }
+  /// "safetensors FILE: tensor 'NAME'" for messages.
+  std::string where(const TensorInfo& t) const { return safetensors::where(*shards_, t); }
+
+ private:
+  void count(uint64_t bytes) const {
+    ++tensors_loaded_;
+    bytes_loaded_ += bytes;
+    if (!progress_ || total_bytes_ == 0) return;
+    const uint64_t step = std::max<uint64_t>(total_bytes_ / 10, 1);
+    if (bytes_loaded_ / step != (bytes_loaded_ - bytes) / step)
+      progress_("loaded " + std::to_string(tensors_loaded_) + " tensors, " + std::to_string(bytes_loaded_ >> 20) +
+                " MiB of " + std::to_string(total_bytes_ >> 20) + " MiB in the checkpoint");
+  }
+
+  std::shared_ptr<safetensors::SafetensorsShards> shards_;
+  Progress progress_;
+  ModelConfig cfg_;
+  uint64_t total_bytes_ = 0;
+  mutable uint64_t bytes_loaded_ = 0;
+  mutable long tensors_loaded_ = 0;
+};
+
+}  // namespace ds41

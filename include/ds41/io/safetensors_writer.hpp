@@ -1,0 +1,226 @@
+// ds41/io/safetensors_writer.hpp — a model (ModelConfig + WeightSet) as an official-format
+// checkpoint directory: config.json (ModelArgs field names), model.safetensors.index.json and N
+// shards model-0000k-of-0000n.safetensors. For tests and benchmarks: the inverse of
+// SafetensorsWeights' conversions (docs/SAFETENSORS.md):
+//
+//   kF32 → F32, kBF16 → BF16
+//   kFp8Block32 X.weight → F8_E4M3 X.weight + F8_E8M0 X.scale [ceil(N/32), ceil(K/32)]
+//   kFp4Block32 X.weight → I8 X.weight [N, K/2] + F8_E8M0 X.scale [N, K/32]
+//   engram.embed.weight (kFp8Block32 codes, or e4m3 code values in kF32) → F8_E4M3
+//   X.scale in kF32 (powers of two) → F8_E8M0
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+#include "../core/numeric.hpp"
+#include "../model/config.hpp"
+#include "../model/weights.hpp"
+#include "safetensors_reader.hpp"
+
+namespace ds41::safetensors {
+
+struct EncodedTensor {
+  std::string name;
+  Dtype dtype = Dtype::kF32;
+  std::vector<long> shape;
+  std::vector<uint8_t> bytes;
+};
+
+inline std::vector<uint8_t> e8m0_bytes(const std::vector<float>& s, const std::string& what) {
+  std::vector<uint8_t> out(s.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    DS41_CHECK(f32_to_e8m0(s[i], &out[i]), what, ": scale ", i, " = ", s[i], " is not a power of two (F8_E8M0)");
+  return out;
+}
+
+/// One library tensor → its checkpoint tensor(s): the weight, and its scale when quantised.
+inline std::vector<EncodedTensor> encode_tensor(const std::string& name, const HostTensor& t) {
+  const std::string what = "safetensors writer: tensor '" + name + "'";
+  auto ends = [&](const char* s) {
+    const std::string x(s);
+    return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+  };
+  std::vector<EncodedTensor> out(1);
+  EncodedTensor& w = out[0];
+  w.name = name;
+  w.shape = t.shape;
+  if (ends("engram.embed.weight")) {
+    w.dtype = Dtype::kF8_E4M3;
+    if (t.format == WeightFormat::kF32) {
+      for (float v : t.to_f32()) w.bytes.push_back(e4m3_encode(v));
+    } else {
+      DS41_CHECK(t.format == WeightFormat::kFp8Block32, what, ": engram table has format ", format_name(t.format));
+      w.bytes = t.payload;
+    }
+    return out;
+  }
+  if (ends(".scale") && t.format == WeightFormat::kF32) {
+    w.dtype = Dtype::kF8_E8M0;
+    w.bytes = e8m0_bytes(t.to_f32(), what);
+    return out;
+  }
+  const std::string base = ends(".weight") ? name.substr(0, name.size() - 6) : name + ".";
+  switch (t.format) {
+    case WeightFormat::kF32: w.dtype = Dtype::kF32; w.bytes = t.payload; return out;
+    case WeightFormat::kBF16: w.dtype = Dtype::kBF16; w.bytes = t.payload; return out;
+    case WeightFormat::kFp8Block32: {
+      DS41_CHECK(t.shape.size() == 2 && ends(".weight"), what, ": fp8 weights are '.weight' matrices");
+      w.dtype = Dtype::kF8_E4M3;
+      w.bytes = t.payload;
+      const long nb = (t.shape[0] + 31) / 32, kb = (t.shape[1] + 31) / 32;
+      DS41_CHECK(static_cast<long>(t.scales.size()) == nb * kb, what, ": ", t.scales.size(), " scales, expected ", nb * kb);
+      out.push_back({base + "scale", Dtype::kF8_E8M0, {nb, kb}, e8m0_bytes(t.scales, what)});
+      return out;
+    }
+    case WeightFormat::kFp4Block32: {
+      DS41_CHECK(t.shape.size() == 2 && ends(".weight") && t.shape[1] % 32 == 0, what,
+                 ": fp4 weights are '.weight' matrices with a multiple of 32 columns");
+      w.dtype = Dtype::kI8;
+      w.shape[1] /= 2;
+      w.bytes = t.payload;
+      DS41_CHECK(static_cast<long>(t.scales.size()) == t.shape[0] * (t.shape[1] / 32), what, ": ", t.scales.size(),
+                 " scales, expected ", t.shape[0] * (t.shape[1] / 32));
+      out.push_back({base + "scale", Dtype::kF8_E8M0, {t.shape[0], t.shape[1] / 32}, e8m0_bytes(t.scales, what)});
+      return out;
+    }
+  }
+  fail(what, ": unknown format");
+}
+
+/// The bytes of one .safetensors file holding `tensors` in order (header padded to 8 bytes).
+inline std::vector<uint8_t> file_bytes(const std::vector<const EncodedTensor*>& tensors,
+                                       const nlohmann::ordered_json& metadata = {{"format", "pt"}}) {
+  nlohmann::ordered_json h;
+  h["__metadata__"] = metadata;
+  uint64_t at = 0;
+  for (const EncodedTensor* t : tensors) {
+    h[t->name] = {{"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {at, at + t->bytes.size()}}};
+    at += t->bytes.size();
+  }
+  std::string text = h.dump();
+  while (text.size() % 8) text += ' ';
+  std::vector<uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  out.insert(out.end(), text.begin(), text.end());
+  for (const EncodedTensor* t : tensors) out.insert(out.end(), t->bytes.begin(), t->bytes.end());
+  return out;
+}
+
+/// config.json of `c`: every ModelArgs field ds41 models (n_mtp_layers 0, vision off), plus
+/// `dtype` / `expert_dtype` as given. The runtime fields are not written.
+inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::string& dtype, const std::string& expert_dtype) {
+  nlohmann::ordered_json j;
+  j["vocab_size"] = c.vocab_size;
+  j["dim"] = c.dim;
+  j["moe_inter_dim"] = c.moe_inter_dim;
+  j["n_layers"] = c.n_layers;
+  j["n_mtp_layers"] = 0;
+  j["n_heads"] = c.n_heads;
+  j["n_routed_experts"] = c.n_routed_experts;
+  j["n_shared_experts"] = c.n_shared_experts;
+  j["n_activated_experts"] = c.n_activated_experts;
+  j["score_func"] = c.score_func == ScoreFunc::kSoftmax ? "softmax" : c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "sqrtsoftplus";
+  j["gate_temp"] = c.gate_temp;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["route_scale"] = c.route_scale;
+  j["swiglu_limit"] = c.swiglu_limit;
+  j["q_lora_rank"] = c.q_lora_rank;
+  j["head_dim"] = c.head_dim;
+  j["rope_head_dim"] = c.rope_head_dim;
+  j["norm_eps"] = c.norm_eps;
+  j["o_groups"] = c.o_groups;
+  j["o_lora_rank"] = c.o_lora_rank;
+  j["window_size"] = c.window_size;
+  j["compress_ratios"] = std::vector<int>(c.compress_ratios.begin(), c.compress_ratios.begin() + c.n_layers);
+  j["kv_source_layers"] = c.kv_source_layers;
+  j["index_source_layers"] = c.index_source_layers;
+  j["compress_rope_theta"] = c.compress_rope_theta;
+  j["original_seq_len"] = c.original_seq_len;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_factor"] = c.rope_factor;
+  j["beta_fast"] = c.beta_fast;
+  j["beta_slow"] = c.beta_slow;
+  j["index_n_heads"] = c.index_n_heads;
+  j["index_head_dim"] = c.index_head_dim;
+  j["index_topk"] = c.index_topk;
+  j["candidate_source_layer"] = c.candidate_source_layer;
+  j["candidate_topk_blocks"] = c.candidate_topk_blocks;
+  j["candidate_block_size"] = c.candidate_block_size;
+  j["hc_mult"] = c.hc_mult;
+  j["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
+  j["hc_eps"] = c.hc_eps;
+  j["engram_layer_ids"] = c.engram_layer_ids;
+  j["engram_num_embeddings"] = c.engram_num_embeddings;
+  j["engram_max_ngram_size"] = c.engram_max_ngram_size;
+  j["engram_n_heads"] = c.engram_n_heads;
+  j["engram_head_dim"] = c.engram_head_dim;
+  j["engram_pad_id"] = c.engram_pad_id;
+  j["engram_compressed_vocab_size"] = c.engram_compressed_vocab_size;
+  j["dtype"] = dtype;
+  if (expert_dtype.empty()) j["expert_dtype"] = nullptr;
+  else j["expert_dtype"] = expert_dtype;
+  j["vision_n_layers"] = 0;
+  return j;
+}
+
+/// Writes `w` (every tensor it holds, by reference name) and `c` as checkpoint directory `dir`
+/// (created if needed) with `shards` shard files: embed.weight in the first, layers spread in
+/// order, norm/head in the last. Returns the shard paths.
+inline std::vector<std::string> write_checkpoint(const ModelConfig& c, const WeightSet& w, const std::string& dir,
+                                                 int shards = 2) {
+  namespace fs = std::filesystem;
+  DS41_CHECK(shards >= 1 && shards <= 99999, "safetensors writer: shard count ", shards, " out of range");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  DS41_CHECK(!ec && fs::is_directory(dir), "safetensors writer: cannot create directory ", dir);
+  std::vector<EncodedTensor> all;
+  bool fp8 = false, fp4 = false;
+  for (const auto& [name, t] : w.all()) {
+    fp8 |= t.format == WeightFormat::kFp8Block32 && name.find("engram.embed") == std::string::npos;
+    fp4 |= t.format == WeightFormat::kFp4Block32;
+    for (EncodedTensor& e : encode_tensor(name, t)) all.push_back(std::move(e));
+  }
+  auto shard_of = [&](const std::string& name) {
+    if (name.rfind("layers.", 0) == 0) {
+      const long l = std::strtol(name.c_str() + 7, nullptr, 10);
+      return static_cast<int>(std::min<long>(shards - 1, l * shards / std::max(1, c.n_layers)));
+    }
+    return name == "embed.weight" ? 0 : shards - 1;
+  };
+  auto shard_name = [&](int k) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", k + 1, shards);
+    return std::string(buf);
+  };
+  std::vector<std::vector<const EncodedTensor*>> groups(shards);
+  nlohmann::ordered_json index;
+  uint64_t total = 0;
+  for (const EncodedTensor& e : all) {
+    groups[shard_of(e.name)].push_back(&e);
+    total += e.bytes.size();
+  }
+  index["metadata"] = {{"total_size", total}};
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  for (int k = 0; k < shards; ++k)
+    for (const EncodedTensor* e : groups[k]) map[e->name] = shard_name(k);
+  index["weight_map"] = map;
+  auto put = [&](const std::string& path, const void* data, size_t n) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    out.close();
+    DS41_CHECK(out.good(), "safetensors writer: cannot write ", path);
+  };
+  std::vector<std::string> paths;
+  for (int k = 0; k < shards; ++k) {
+    const std::vector<uint8_t> b = file_bytes(groups[k]);
+    paths.push_back((fs::path(dir) / shard_name(k)).string());
+    put(paths.back(), b.data(), b.size());
+  }
+  const std::string idx = index.dump(2), cfg = config_json(c, fp8 ? "fp8" : "bf16", fp4 ? "fp4" : "").dump(4);
+  put((fs::path(dir) / "model.safetensors.index.json").string(), idx.data(), idx.size());
+  put((fs::path(dir) / "config.json").string(), cfg.data(), cfg.size());
+  return paths;
+}
+
+}  // namespace ds41::safetensors
