@@ -1,6 +1,6 @@
 // ds41/core/reduce.hpp — float32 sums in the order the reference's runtime adds them.
 //
-// torch (1.13, CPU, AVX2) sums a contiguous row as 8-lane vectors: the vectors are dealt round
+// torch (1.13, CPU, AVX2) sums a contiguous row of at least 8 as 8-lane vectors: the vectors are dealt round
 // robin to 4 accumulators (with a 4-level cascade once a row exceeds 16·4 vectors), the
 // accumulators are added 0+1+2+3, the scalar tail goes first into the final sum and the 8 lanes
 // are then added in lane order. Reproducing this order (instead of a plain left-to-right sum) is
@@ -15,9 +15,21 @@ constexpr int kSumLanes = 8;
 constexpr int kSumIlp = 4;
 constexpr int kSumLevels = 4;
 
-/// Σ f(i) for i < n in torch's vectorised inner-sum order. `f` yields float32 terms.
+/// Σ f(i) for i < n in the order torch's sum over a contiguous last dimension takes: its
+/// vectorised inner sum, or, for a row shorter than one vector, its scalar row sum (4 partial sums
+/// over i mod 4, the tail into the first, then 0+1+2+3: x0..x5 adds as ((x0+x4)+x5)+x1+x2+x3).
+/// `f` yields float32 terms.
 template <class F>
 DS41_HD float torch_order_sum(long n, F f) {
+  if (n < kSumLanes) {
+    float part[kSumIlp] = {0.0f, 0.0f, 0.0f, 0.0f};
+    long i = 0;
+    for (; i + kSumIlp <= n; i += kSumIlp)
+      for (int k = 0; k < kSumIlp; ++k) part[k] += f(i + k);
+    for (; i < n; ++i) part[0] += f(i);
+    for (int k = 1; k < kSumIlp; ++k) part[0] += part[k];
+    return part[0];
+  }
   const long vec_size = n / kSumLanes;
   const long size_ilp = vec_size / kSumIlp;
   int ceil_log2 = 0;

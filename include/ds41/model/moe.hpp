@@ -167,12 +167,13 @@ class MoeT {
         int sel[64];
         for (int e = 0; e < E && e < 1024; ++e) biased[e] = s[e] + bias[e];
         topk_row(biased, E, K, sel, nullptr);
-        float sum = 0.0f;
         for (int j = 0; j < K; ++j) {
           pi[t * K + j] = sel[j];
           pw[t * K + j] = s[sel[j]];
-          sum += s[sel[j]];
         }
+        // weights.sum(dim=-1): torch's order over the K gathered weights (not left to right once K > 4)
+        const float* wt = pw + t * K;
+        const float sum = torch_order_sum(K, [=](long j) { return wt[j]; });
         if (norm && K > 1)
           for (int j = 0; j < K; ++j) pw[t * K + j] = pw[t * K + j] / (sum + 1e-20f);
         for (int j = 0; j < K; ++j) pw[t * K + j] = pw[t * K + j] * rscale;
