@@ -1,6 +1,21 @@
-"""Pure-torch CPU stand-ins for DeepSeek's tilelang inference/kernel.py (semantics C2-C8 of the
-ds41 golden's fixture.reference.shim_semantic_choices). Not part of any repository."""
+"""Pure-torch CPU stand-ins for DeepSeek's tilelang inference/kernel.py (semantics C2-C12 of the
+ds41 golden's fixture.reference.shim_semantic_choices; SCHEMA §8, §10.3, §10.4)."""
 import torch
+
+# C1/C9: torch 1.13 has no float8_e4m3fn / float8_e8m0fnu / float4_e2m1fn_x2. They become ALIASES of
+# three real dtypes that model.py and engram.py never use otherwise, so that model.py's Linear and
+# ParallelEngramEmbedding constructors and linear()'s dtype dispatch run unmodified:
+#   float8_e4m3fn    -> float16    (holding e4m3 values; all exact)
+#   float8_e8m0fnu   -> float64    (holding power-of-two scale values)
+#   float4_e2m1fn_x2 -> complex128 (real part = packed byte 0..255, low nibble = even element)
+DTYPE_ALIASES = (("float8_e4m3fn", torch.float16), ("float8_e8m0fnu", torch.float64),
+                 ("float4_e2m1fn_x2", torch.complex128))
+ALIASED = []
+for _name, _real in DTYPE_ALIASES:
+    if not hasattr(torch, _name):
+        setattr(torch, _name, _real)
+        ALIASED.append(_name)
+assert len(ALIASED) in (0, 3), "partial fp8/fp4 dtype support: not handled"
 
 _F8_MAX = 448.0
 
@@ -50,7 +65,9 @@ def act_quant(x, block_size=128, scale_fmt=None, scale_dtype=None, inplace=False
     if inplace:
         x.copy_((q * s).flatten(-2).reshape(shape).to(x.dtype))
         return x
-    return q.flatten(-2).reshape(shape), s.squeeze(-1)
+    # C10: q on the e4m3 grid as dtype float8_e4m3fn, s (a power of two with scale_fmt) as scale_dtype
+    return (q.flatten(-2).reshape(shape).to(torch.float8_e4m3fn),
+            s.squeeze(-1).to(scale_dtype if scale_dtype is not None else torch.float32))
 
 
 def fp4_act_quant(x, block_size=32, inplace=False, scale_dtype=torch.float8_e8m0fnu):
@@ -70,12 +87,62 @@ def fp4_act_quant(x, block_size=32, inplace=False, scale_dtype=torch.float8_e8m0
     return q.flatten(-2).reshape(shape), s.squeeze(-1)
 
 
-def fp8_gemm(*args, **kwargs):
-    raise RuntimeError("fp8_gemm is unreachable with dtype=bf16")
+def _blocked_gemm(a, a_s, w, w_s):
+    """a [M,K] fp32 codes, a_s [M,K/32] fp32 pow2, w [N,K] fp32 codes, w_s [N,K/32] fp32 pow2 ->
+    [M,N] fp32: per K block of 32 (increasing), P = sum of exact products in increasing k (fp32, no
+    FMA), acc = acc + (P * a_s) * w_s (SCHEMA §10.4, C11/C12)."""
+    M, K = a.shape
+    N = w.shape[0]
+    assert K % 32 == 0 and w.shape[1] == K
+    acc = torch.zeros(M, N, dtype=torch.float32)
+    for kb in range(K // 32):
+        P = torch.zeros(M, N, dtype=torch.float32)
+        for k in range(32 * kb, 32 * kb + 32):
+            P = P + a[:, k:k + 1] * w[:, k].unsqueeze(0)
+        s = a_s[:, kb:kb + 1]
+        t = w_s[:, kb].unsqueeze(0)
+        part = (P * s) * t
+        assert torch.equal(part, P * (s * t)), "fp8/fp4 GEMM scale product under/overflows"
+        acc = acc + part
+    return acc
 
 
-def fp4_gemm(*args, **kwargs):
-    raise RuntimeError("fp4_gemm is unreachable with expert_dtype=None")
+def fp8_gemm(a, a_s, b, b_s, scale_dtype=None, block_size=32):
+    """C11: A [..., K] e4m3 codes with a_s [..., K/32]; B [N, K] e4m3 codes with b_s [ceil(N/32), K/32]."""
+    assert block_size == 32
+    K = a.size(-1)
+    N = b.size(0)
+    a2 = a.reshape(-1, K).float()
+    as2 = a_s.reshape(-1, K // 32).float()
+    w = b.float()
+    ws = b_s.float().repeat_interleave(32, dim=0)[:N]
+    y = _blocked_gemm(a2, as2, w, ws)
+    return y.to(torch.get_default_dtype()).view(*a.shape[:-1], N)
+
+
+_E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=torch.float32)
+
+
+def unpack_fp4(b):
+    """[N, K/2] packed fp4 (C9: real part = byte, low nibble = even k) -> [N, K] fp32 e2m1 values, -0 kept."""
+    by = b.real.to(torch.int64) if b.is_complex() else b.to(torch.int64) & 0xFF
+    nib = torch.stack([by & 15, by >> 4], dim=-1).flatten(-2)
+    mag = _E2M1[nib & 7]
+    return torch.where(nib >= 8, -mag, mag)
+
+
+def fp4_gemm(a, a_s, b, b_s, scale_dtype=None, act_block_size=32):
+    """C12: A [..., K] e4m3 codes with a_s [..., K/act_block_size]; B [N, K/2] packed e2m1 with b_s [N, K/32]."""
+    K = a.size(-1)
+    N = b.size(0)
+    assert act_block_size % 32 == 0
+    r = act_block_size // 32
+    a2 = a.reshape(-1, K).float()
+    as2 = a_s.reshape(-1, K // act_block_size).float().repeat_interleave(r, dim=1)
+    w = unpack_fp4(b)
+    ws = b_s.float()
+    y = _blocked_gemm(a2, as2, w, ws)
+    return y.to(torch.get_default_dtype()).view(*a.shape[:-1], N)
 
 
 def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale, block=64):

@@ -2,9 +2,14 @@
 (unmodified, SHA-256 checked) on a tiny synthetic model with CPU kernel stand-ins (kernel.py here).
 
 usage: make_golden.py CONFIG.json OUT.json [--salt N | --search START COUNT]
-CONFIG.json: {"name", "description", "config": {ModelArgs overrides}, "prompt_len", "decode_steps"}
+CONFIG.json: {"name", "description", "config": {ModelArgs overrides}, "prompt_len", "decode_steps"
+              [, "config_changes": [...]]}
+With "dtype": "fp8", "expert_dtype": "fp4" in config the model is built as model.py builds it for the
+released checkpoint (SCHEMA §10) and the checkpoint folder <OUT without .json/_golden.json>_ckpt/ is
+written next to OUT.
 """
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -22,22 +27,12 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+# SCHEMA §8: goldens are defined with oneDNN off. With it on, torch 1.13 sends a bf16 matmul with
+# rows*K*N > 4096 on an AVX-512 CPU to oneDNN, whose summation order depends on the CPU.
+torch.backends.mkldnn.enabled = False
 
-SENTINELS = []
-
-
-class _DtypeSentinel:
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"<sentinel torch.{self.name}>"
-
-
-for _n in ("float8_e4m3fn", "float8_e8m0fnu", "float4_e2m1fn_x2"):
-    if not hasattr(torch, _n):
-        setattr(torch, _n, _DtypeSentinel(_n))
-        SENTINELS.append(_n)
+import kernel  # noqa: E402  (our CPU stand-in, module name as upstream imports it; installs the dtype aliases)
+import quant  # noqa: E402
 
 # vision is disabled (vision_n_layers 0); model.py only imports these names
 _ip = types.ModuleType("image_processor")
@@ -54,27 +49,11 @@ class _NoVision:
 _vis.ViT = _vis.Aligner = _NoVision
 sys.modules["vision"] = _vis
 
-import kernel  # noqa: E402  (our CPU stand-in, module name as upstream imports it)
 import engram  # noqa: E402
 import model as M  # noqa: E402
 
 
-
-def _engram_embedding_init(self, num_embeddings: int, dim: int):
-    """ParallelEngramEmbedding.__init__ with the fp8 table held as float32 e4m3 code values and the
-    block scales as float32 powers of two (torch 1.13 has no float8 storage)."""
-    torch.nn.Module.__init__(self)
-    self.num_embeddings = num_embeddings
-    self.dim = dim
-    self.part_num_embeddings = (num_embeddings + M.world_size - 1) // M.world_size
-    self.vocab_start_idx = M.rank * self.part_num_embeddings
-    self.vocab_end_idx = self.vocab_start_idx + self.part_num_embeddings
-    self.block_size = M.fp8_block_size
-    self.weight = torch.nn.Parameter(torch.empty(self.part_num_embeddings, dim, dtype=torch.float32))
-    self.scale = torch.nn.Parameter(torch.empty(self.part_num_embeddings, dim // self.block_size, dtype=torch.float32))
-
-
-M.ParallelEngramEmbedding.__init__ = _engram_embedding_init
+assert M.scale_dtype is torch.float8_e8m0fnu and M.default_dtype is torch.float8_e4m3fn
 
 MODEL_SHA = "4e9ae23620edc8028ccc5d5fef552ab7fdc7dcd6f79608754fe9f67644056f65"
 ENGRAM_SHA = "11f35ecbead8150c35aa002b3d180ef290b05a25afe883a11884f94d476d3897"
@@ -137,24 +116,6 @@ def bf16_round_np(v32):
 
 def e4m3_np(v):
     return kernel.e4m3(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))).numpy()
-
-
-def e4m3_pow2_block32(vals2d):
-    rows, cols = vals2d.shape
-    assert cols % 32 == 0
-    blk = vals2d.reshape(rows, cols // 32, 32).astype(np.float64)
-    amax = np.abs(blk).max(-1)
-    ks = np.zeros_like(amax, dtype=np.int64)
-    nz = amax > 0
-    k0 = np.ceil(np.log2(np.where(nz, amax, 1.0) / 448.0)).astype(np.int64)
-    # exact fix-up: smallest k with amax <= 448 * 2^k
-    for _ in range(3):
-        k0 = np.where(amax > 448.0 * np.ldexp(1.0, k0), k0 + 1, k0)
-        k0 = np.where(amax <= 448.0 * np.ldexp(1.0, k0 - 1), k0 - 1, k0)
-    ks = np.where(nz, k0, 0)
-    scale = np.ldexp(1.0, ks)  # [rows, nb]
-    codes = e4m3_np((blk / scale[..., None]).astype(np.float32).reshape(-1)).reshape(rows, cols)
-    return codes.astype(np.float32), scale.astype(np.float32)
 
 
 GAINS = {
@@ -344,7 +305,7 @@ def f32_required(a, b):
 class Margins:
     def __init__(self):
         self.kinds = {k: {"events": 0, "violations": 0, "ties": 0, "excluded": 0, "min_ratio": None,
-                          "tightest": None, "below_rule": []}
+                          "min_rel": None, "min_ulps": None, "tightest": None, "below_rule": []}
                       for k in ("moe_topk", "index_topk", "candidate_blocks", "logits_argmax")}
         self.ambiguous = []
 
@@ -354,11 +315,20 @@ class Margins:
         gap = sel - unsel
         ratio = gap / required
         rec = dict(where, selected=sel, first_unselected=unsel, gap=gap, required=required)
+        v = max(abs(sel), abs(unsel))
+        rel = gap / v if v > 0 else float("inf")
+        if k["min_rel"] is None or rel < k["min_rel"]:
+            k["min_rel"] = rel
+        if kind in ("index_topk", "candidate_blocks"):
+            ulps = gap / ulp_bf16(v)
+            if k["min_ulps"] is None or ulps < k["min_ulps"]:
+                k["min_ulps"] = ulps
         if gap <= 0:
             k["ties"] += 1
         if ratio < 1:
             k["violations"] += 1
-            k["below_rule"].append(rec)
+            k["below_rule"].append(dict(rec, gap_bf16_ulps=gap / ulp_bf16(v))
+                                   if kind in ("index_topk", "candidate_blocks") else rec)
         if k["min_ratio"] is None or ratio < k["min_ratio"]:
             k["min_ratio"] = ratio
             k["tightest"] = rec
@@ -393,7 +363,9 @@ def build_args(cfg):
               "engram_num_embeddings", "dspark_target_layer_ids"):
         if k in c and c[k] is not None:
             c[k] = tuple(c[k])
-    c.update(dtype="bf16", expert_dtype=None, max_batch_size=1, temperature=0, n_mtp_layers=0,
+    dt, edt = c.get("dtype", "bf16"), c.get("expert_dtype")
+    assert (dt, edt) in (("bf16", None), ("fp8", "fp4")), (dt, edt)
+    c.update(dtype=dt, expert_dtype=edt, max_batch_size=1, temperature=0, n_mtp_layers=0,
              dspark_block_size=0, vision_n_layers=0)
     args = M.ModelArgs(**c)
     if args.engram_layer_ids:
@@ -413,42 +385,92 @@ def build_model(args):
     else:
         reassigned = 0
     model = M.Transformer(args, tokenizer=None)
-    # engram tables: float32 e4m3 code values + float32 pow2 block scales (patch 4)
-    for layer in model.layers:
-        if layer.engram is not None:
-            emb = layer.engram.embed
-            emb.weight = torch.nn.Parameter(torch.zeros(emb.part_num_embeddings, emb.dim, dtype=torch.float32),
-                                            requires_grad=False)
-            emb.scale = torch.nn.Parameter(
-                torch.zeros(emb.part_num_embeddings, emb.dim // emb.block_size, dtype=torch.float32),
-                requires_grad=False)
+    fp8 = args.dtype == "fp8"
     params_meta = []
     sd = model.state_dict(keep_vars=True)
-    tables = {}
+    tables = {}   # '<prefix>.scale' -> float64 scales, filled by its '.weight'
+    ckpt = []     # (name, ckpt dtype, shape, raw bytes) in state_dict order (+ wo_a.scale), fp8 goldens
     for name, p in sd.items():
         shape = list(p.shape)
-        what, storage, scale, offset = param_rule(name, shape)
-        pdt = {torch.bfloat16: "bf16", torch.float32: "f32"}[p.dtype]
-        n = int(np.prod(shape))
+        pdt = PARAM_DTYPE[p.dtype]
+        extra = {}
+        if pdt == "e2m1x2":
+            extra["logical_shape"] = [shape[0], shape[1] * 2]
+        if pdt == "e8m0" and not name.endswith("engram.embed.scale"):
+            assert name.endswith(".scale")
+            what, storage, scale, offset = f"block scales (derived from {name[:-len('.scale')]}.weight)", "derived", 0.0, 0.0
+        else:
+            what, storage, scale, offset = param_rule(name, extra.get("logical_shape", shape))
+        if pdt == "e8m0":
+            assert storage == "derived"
+        elif pdt == "e4m3" and storage == "bf16":
+            storage = "e4m3_pow2_block32x32"
+        elif pdt == "e2m1x2":
+            storage = "e2m1_pow2_block32"
+        elif fp8 and name.endswith("attn.wo_a.weight"):
+            assert pdt == "bf16"
+            storage = "e4m3_pow2_block32x32_bf16"
+            extra["ckpt_scale"] = {"name": name[:-len(".weight")] + ".scale",
+                                   "shape": [-(-shape[0] // 32), -(-shape[1] // 32)], "dtype": "F8_E8M0"}
+        lshape = extra.get("logical_shape", shape)
+        n = int(np.prod(lshape))
+        raw = None
         if storage == "derived":
-            vals = tables[name[: -len(".scale")] + ".weight"]
+            vals = tables.pop(name)
+            raw = ("F8_E8M0", quant.e8m0_byte(vals).tobytes())
         else:
             v = fixed_value_np(name, n, scale, offset)
             if storage == "bf16":
                 vals = bf16_round_np(v)
+                raw = ("BF16", (vals.view(np.uint32) >> 16).astype("<u2").tobytes())
             elif storage == "f32":
                 vals = v
-            else:
-                codes, scales = e4m3_pow2_block32(v.reshape(shape))
-                tables[name] = scales
+                raw = ("F32", vals.astype("<f4").tobytes())
+            elif storage == "e4m3_pow2_block32":
+                codes, scales = quant.quant_e4m3_rows32(v.reshape(shape))
+                tables[name[:-len(".weight")] + ".scale"] = scales
                 vals = codes
+                raw = ("F8_E4M3", quant.e4m3_byte(codes).tobytes())
+            elif storage in ("e4m3_pow2_block32x32", "e4m3_pow2_block32x32_bf16"):
+                assert shape[1] % 32 == 0, ("fp8 Linear in_features must be a multiple of 32", name, shape)
+                codes, scales = quant.quant_e4m3_block32x32(v.reshape(shape))
+                raw = ("F8_E4M3", quant.e4m3_byte(codes).tobytes())
+                if storage == "e4m3_pow2_block32x32":
+                    tables[name[:-len(".weight")] + ".scale"] = scales
+                    vals = codes
+                else:
+                    assert shape[0] % 32 == 0 and shape[1] % 32 == 0, ("wo_a must be whole 32x32 blocks", shape)
+                    full = np.repeat(np.repeat(scales, 32, 0), 32, 1)
+                    vals = (codes * full).astype(np.float32)
+                    assert (bf16_round_np(vals) == vals).all()
+            else:
+                assert storage == "e2m1_pow2_block32"
+                packed, nib, codes, scales = quant.quant_e2m1_block32(v.reshape(lshape))
+                tables[name[:-len(".weight")] + ".scale"] = scales
+                vals = packed.astype(np.float64)
+                raw = ("I8", packed.tobytes())
         with torch.no_grad():
-            p.data.copy_(torch.from_numpy(np.ascontiguousarray(vals).reshape(shape)).to(p.dtype))
-            assert (p.data.float().numpy().reshape(-1) == np.asarray(vals, dtype=np.float32).reshape(-1)).all(), name
-        params_meta.append({"name": name, "shape": shape, "param_dtype": pdt, "storage": storage,
-                            "scale": scale, "offset": offset, "what": what})
+            t = torch.from_numpy(np.ascontiguousarray(vals).reshape(shape))
+            p.data.copy_(t.to(p.dtype))
+            back = p.data.real if p.is_complex() else p.data
+            assert (back.double().numpy().reshape(-1) == np.asarray(vals, dtype=np.float64).reshape(-1)).all(), name
+        ent = {"name": name, "shape": shape, "param_dtype": pdt, "storage": storage, "scale": scale,
+               "offset": offset, "what": what}
+        ent.update(extra)
+        if fp8:
+            ent["ckpt_dtype"] = raw[0]
+            ckpt.append((name, raw[0], shape, raw[1]))
+            if storage == "e4m3_pow2_block32x32_bf16":
+                ckpt.append((extra["ckpt_scale"]["name"], "F8_E8M0", extra["ckpt_scale"]["shape"],
+                             quant.e8m0_byte(scales).tobytes()))
+        params_meta.append(ent)
+    assert not tables, list(tables)
     model.eval()
-    return model, params_meta, tm, reassigned
+    return model, params_meta, tm, reassigned, ckpt
+
+
+PARAM_DTYPE = {torch.bfloat16: "bf16", torch.float32: "f32", torch.float8_e4m3fn: "e4m3",
+               torch.float8_e8m0fnu: "e8m0", torch.float4_e2m1fn_x2: "e2m1x2"}
 
 
 class Recorder:
@@ -741,7 +763,7 @@ def run(spec, salt):
     args = build_args(spec["config"])
     P, D = spec["prompt_len"], spec["decode_steps"]
     assert args.max_seq_len >= P + D
-    model, params_meta, tm, reassigned = build_model(args)
+    model, params_meta, tm, reassigned, ckpt = build_model(args)
     toks = [int(t) for t in fixed_int_np(f"inputs.{salt}.tokens", P + D, args.vocab_size)]
     mg = Margins()
     rec = Recorder(model, args, mg)
@@ -760,7 +782,7 @@ def run(spec, salt):
         steps.append({"index": j, "kind": kind, "start_pos": sp, "tokens": ids, "argmax": int(out_ids[0]),
                       "raw": rec.cap})
     return dict(args=args, model=model, params_meta=params_meta, tm=tm, reassigned=reassigned, toks=toks,
-                steps=steps, margins=mg, rec=rec)
+                steps=steps, margins=mg, rec=rec, ckpt=ckpt)
 
 
 def order_captures(raw, n_layers):
@@ -784,7 +806,8 @@ def margins_json(mg, search):
     for name, k in mg.kinds.items():
         kinds[name] = {"values": "f32" if name in ("moe_topk", "logits_argmax") else "bf16",
                        "events": k["events"], "violations": k["violations"], "ties": k["ties"],
-                       "min_gap_over_required": k["min_ratio"], "excluded": k["excluded"],
+                       "min_gap_over_required": k["min_ratio"], "min_relative_gap": k["min_rel"],
+                       "min_gap_bf16_ulps": k["min_ulps"], "excluded": k["excluded"],
                        "tightest": k["tightest"], "below_rule": k["below_rule"]}
     return {"rule": {"bf16": "gap >= max(1e-3*v, 4*ulp_bf16(v))", "f32": "gap >= max(1e-4*v, 1e-6)",
                      "v": "max(|last selected|, |first unselected|)"},
@@ -802,6 +825,45 @@ def spot_checks(params_meta, model):
             or p["name"].startswith("layers.0.hc_attn_fn") or p["name"] == "layers.0.hc_ffn_scale"
             or p["name"].endswith("compressor.wgate.weight") or p["name"].endswith("engram.embed.weight")]
     seen_eng = 0
+    qkinds = ("e4m3_pow2_block32x32", "e4m3_pow2_block32x32_bf16", "e2m1_pow2_block32")
+    qpick, seen = [], set()
+    for p in params_meta:
+        if p["storage"] not in qkinds:
+            continue
+        nm = p["name"]
+        key = (nm.split(".", 2)[-1].split(".experts.")[0] + (".w3" if nm.endswith("w3.weight") else "")
+               if ".experts." in nm else ".".join(nm.split(".")[2:]))
+        want = (nm.endswith("attn.wq_b.weight") and "indexer" not in nm) or nm.endswith("attn.wo_a.weight") or \
+            nm.endswith("indexer.wq_b.weight") or nm.endswith("engram.wkv.weight") or \
+            nm.endswith("shared_experts.w2.weight") or nm.endswith("experts.1.w3.weight") or \
+            nm.endswith("experts.2.w2.weight")
+        if want and key not in seen:
+            seen.add(key)
+            qpick.append(p)
+    qout = []
+    for p in qpick:
+        lshape = p.get("logical_shape", p["shape"])
+        out_, in_ = lshape
+        n = out_ * in_
+        idxs = sorted({0, 1, (out_ // 2) * in_ + 7, n - 1})
+        raw = fixed_raw_np(p["name"], n)
+        f32 = fixed_value_np(p["name"], n, p["scale"], p["offset"])
+        if p["storage"] == "e2m1_pow2_block32":
+            packed, nib, codes, scales = quant.quant_e2m1_block32(f32.reshape(lshape))
+        else:
+            codes, scales = quant.quant_e4m3_block32x32(f32.reshape(lshape))
+        for i in idxs:
+            r, c = divmod(i, in_)
+            e = {"name": p["name"], "index": i, "row": r, "col": c, "raw": str(int(raw[i])), "f32": F32(f32[i]),
+                 "code": F32(codes[r, c])}
+            if p["storage"] == "e2m1_pow2_block32":
+                bsc = float(scales[r, c // 32])
+                e.update(nibble=int(nib[r, c]), byte=int(packed[r, c // 2]))
+            else:
+                bsc = float(scales[r // 32, c // 32])
+                e.update(code_byte=int(quant.e4m3_byte(codes[r, c])))
+            e.update(block_scale=F32(bsc), value=F32(codes[r, c] * bsc))
+            qout.append(e)
     for p in pick:
         n = int(np.prod(p["shape"]))
         if p["storage"] == "e4m3_pow2_block32":
@@ -828,7 +890,7 @@ def spot_checks(params_meta, model):
         for i in idxs:
             out.append({"name": p["name"], "index": i, "raw": str(int(raw[i])), "f32": F32(f32[i]),
                         "value": F32(vals[i])})
-    return out
+    return out + qout
 
 
 def coverage_json(res, spec):
@@ -861,7 +923,7 @@ def coverage_json(res, spec):
     return cov
 
 
-def to_golden(spec, salt, res, search):
+def to_golden(spec, salt, res, search, ckpt_dir=None, ckpt_files=None):
     args = res["args"]
     cfg = {}
     for k, v in vars(args).items():
@@ -874,6 +936,7 @@ def to_golden(spec, salt, res, search):
                       "decode_steps; the first prompt_len are the prompt, the rest are fed one per decode step",
         "prompt_tokens": res["toks"][:P], "decode_tokens": res["toks"][P:],
     }
+    fixture["config_changes"] = spec.get("config_changes", [])
     if args.engram_layer_ids:
         eh = res["model"].engram_hash
         lay = res["model"].engram_layout
@@ -904,13 +967,29 @@ def to_golden(spec, salt, res, search):
                       "used": False, "replaced_by": "kernel.py (CPU stand-in)"},
         "shims_sha256": sha256_file(os.path.join(HERE, "kernel.py")),
         "filler_sha256": sha256_file(os.path.abspath(__file__)),
+    }
+    if args.dtype == "fp8":
+        fixture["reference"]["quant_sha256"] = sha256_file(os.path.join(HERE, "quant.py"))
+    fixture["reference"].update({
         "generator_sha256": sha256_file(os.path.abspath(__file__)),
         "torch": torch.__version__, "python": platform.python_version(), "numpy": np.__version__,
         "torch_threads": torch.get_num_threads(), "default_dtype": "bfloat16",
-        "patches": [f"torch.{n}: inert sentinel object (absent in torch {torch.__version__}); model.py only compares "
-                    "dtypes against it" for n in SENTINELS] + PATCHES,
+        "mkldnn_enabled": torch.backends.mkldnn.enabled,
+        "cpu_model": CPU["model"], "cpu_flags": CPU["flags"],
+        "patches": patches(),
         "shim_semantic_choices": SHIM_CHOICES,
-    }
+    })
+    filler = FILLER
+    if args.dtype == "fp8":
+        filler = dict(FILLER, storage=dict(FILLER["storage"], **FILLER_FP8_STORAGE))
+    weights_meta = {"filler": filler, "gains": GAINS, "params": res["params_meta"]}
+    if args.dtype == "fp8":
+        extra = [t[0] for t in res["ckpt"] if t[0].endswith("attn.wo_a.scale")]
+        weights_meta["checkpoint"] = dict(CHECKPOINT_TEXT, dir=os.path.basename(ckpt_dir))
+        weights_meta["checkpoint"] = {k: weights_meta["checkpoint"][k] for k in
+                                      ("format", "dir", "dtype_rule", "shards", "config_rule")}
+        weights_meta["checkpoint"].update(extra_tensors=extra, n_tensors=len(res["ckpt"]),
+                                          files=ckpt_files)
     steps = []
     for s in res["steps"]:
         caps = order_captures(s["raw"], args.n_layers)
@@ -919,7 +998,7 @@ def to_golden(spec, salt, res, search):
     return {
         "schema": "ds41-golden/1",
         "fixture": fixture,
-        "weights_meta": {"filler": FILLER, "gains": GAINS, "params": res["params_meta"]},
+        "weights_meta": weights_meta,
         "spot_checks": spot_checks(res["params_meta"], res["model"]),
         "margins": margins_json(res["margins"], search),
         "coverage": coverage_json(res, spec),
@@ -942,6 +1021,74 @@ FILLER = {
         "derived": "filled from another parameter's rule",
     },
 }
+FILLER_FP8_STORAGE = {
+    "e4m3_pow2_block32x32": "fp8 Linear weight [out, in]: fixed_value (float32, no bf16 step) cut into blocks of 32 rows "
+                            "x 32 columns (edge blocks partial); per block k = smallest integer with amax <= 448*2^k "
+                            "(k=0 if amax==0); code = e4m3(v/2^k) nearest-even saturating, sign of v kept; the parameter "
+                            "holds the codes, '<prefix>.scale' [ceil(out/32), ceil(in/32)] (storage derived) holds 2^k; "
+                            "the model uses code*2^k through fp8_gemm",
+    "e4m3_pow2_block32x32_bf16": "wo_a (a bf16 parameter in model.py): codes and 2^k as e4m3_pow2_block32x32; the "
+                                 "parameter holds bf16(code*2^k) (exact), the value convert.py makes of the "
+                                 "checkpoint's fp8 wo_a + scale; the scale is no model parameter ('ckpt_scale')",
+    "e2m1_pow2_block32": "fp4 expert weight, logically [out, in] ('logical_shape', filler index r*in+c), parameter "
+                         "[out, in/2]: per row and block of 32 along in, k = smallest integer with amax <= 6*2^k (k=0 "
+                         "if amax==0); code = e2m1(v/2^k) nearest of {0,.5,1,1.5,2,3,4,6}, ties to the even code, "
+                         "nibble = signbit(v)<<3 | magnitude index; byte j of a row = nibble(2j) | nibble(2j+1)<<4; "
+                         "'<prefix>.scale' [out, in/32] (storage derived) holds 2^k",
+}
+CHECKPOINT_TEXT = {
+    "format": "safetensors shards + model.safetensors.index.json + inference config.json, DeepSeek-V4.1-Flash "
+              "official layout; tensor names are model.py's state_dict names",
+    "dtype_rule": "param_dtype e4m3 -> F8_E4M3 (the e4m3 byte of each code); e8m0 -> F8_E8M0 (byte k+127 of each "
+                  "scale 2^k); e2m1x2 -> I8 (the packed bytes, low nibble = even element); storage "
+                  "e4m3_pow2_block32x32_bf16 (wo_a, a bf16 parameter) -> F8_E4M3 codes plus an extra tensor "
+                  "'<prefix>.scale' F8_E8M0 (convert.py turns them into bf16(code*2^k)); any other parameter with "
+                  "storage bf16 -> BF16 (also head.weight and the ratio>1 compressor weights, which model.py holds in "
+                  "f32); storage f32 -> F32. Little-endian, row-major, shapes as the parameters (fp4: [out, in/2]).",
+    "shards": "layers [0, ceil(n_layers/2)) and embed.weight in the first shard, the other layers, norm.weight and "
+              "head.weight in the second; tensors in state_dict order, contiguous, header padded with spaces to a "
+              "multiple of 8",
+    "config_rule": "DeepSeek's inference/config.json keys in its order with this fixture's ModelArgs values, then any "
+                   "other ModelArgs field that differs from model.py's default, without the runtime fields "
+                   "max_batch_size, max_seq_len, temperature",
+}
+
+ALIAS_TEXT = {
+    "float8_e4m3fn": ("float16", "holding e4m3 values"),
+    "float8_e8m0fnu": ("float64", "holding power-of-two scale values"),
+    "float4_e2m1fn_x2": ("complex128", "holding packed fp4 bytes 0..255 in the real part (low nibble = even element)"),
+}
+
+
+def patches():
+    out = [f"torch.backends.mkldnn.enabled = {torch.backends.mkldnn.enabled}: every matmul runs torch's own CPU "
+           "kernel (float32 sums, K ascending), the same on every CPU"]
+    for n in kernel.ALIASED:
+        real, what = ALIAS_TEXT[n]
+        out.append(f"torch.{n}: alias of torch.{real} (absent in torch {torch.__version__}; a dtype model.py and "
+                   f"engram.py never use otherwise), {what}")
+    return out + PATCHES
+
+
+def cpu_info():
+    model, flags = "unknown", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and model == "unknown":
+                    model = v.strip()
+                if k.strip() == "flags":
+                    fl = v.split()
+                    flags = sorted(x for x in fl if x in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
+                                                          "amx_bf16", "amx_tile", "amx_int8", "avx512_fp16"))
+                    break
+    except OSError:
+        pass
+    return {"model": model, "flags": flags}
+
+
+CPU = cpu_info()
 
 PATCHES = [
     "sys.modules['image_processor'], sys.modules['vision']: inert stubs (vision_n_layers 0)",
@@ -949,9 +1096,6 @@ PATCHES = [
     "fp4_act_quant, fp8_gemm, fp4_gemm, sparse_attn, hc_split_sinkhorn)",
     "engram.build_compressed_token_map -> returns the synthetic token map of fixture.engram.token_map (no "
     "tokenizer); NgramHashState derives pad id, primes, offsets and multipliers itself",
-    "ParallelEngramEmbedding parameters replaced after construction: weight holds the e4m3 code VALUES and scale "
-    "the power-of-two block scales, both float32; forward() is unchanged, so rows are dequantised as code * scale "
-    "and cast to bf16 exactly as with real fp8 storage",
     "model.sparse_attn / model.act_quant / model.fp4_act_quant -> call-through wrappers of the shim functions that "
     "copy their inputs/outputs for the captures (values unchanged)",
     "per-instance wrappers of Block.hc_mixes and Attention._compress_kv that call the original method and copy its "
@@ -960,16 +1104,18 @@ PATCHES = [
     "and checked against the reference's outputs",
 ]
 
-SHIM_CHOICES = None  # filled from the public golden's text (same semantics), C1 replaced
+SHIM_CHOICES = None  # C1-C12, the text of the public fp8 golden (same semantics; kernel.py implements them)
 
 
 def load_shim_choices():
     global SHIM_CHOICES
-    pub = os.environ.get("DS41_PUBLIC_GOLDEN", "/work/main/golden/ds41_tiny_golden.json")
+    pub = os.environ.get("DS41_PUBLIC_FP8_GOLDEN",
+                         os.path.join(HERE, "..", "..", "golden", "ds41_tiny_fp8_golden.json"))
     with open(pub) as f:
         g = json.load(f)
     ch = list(g["fixture"]["reference"]["shim_semantic_choices"])
-    if not SENTINELS:
+    assert len(ch) == 12 and ch[11].startswith("C12")
+    if not kernel.ALIASED:
         ch[0] = ("C1  dtype stand-ins: none needed (this torch has float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn_x2); "
                  "`fp4_act_quant(..., scale_dtype=torch.float8_e4m3fn)` selects the E4M3 variant.")
     SHIM_CHOICES = ch
@@ -1014,7 +1160,14 @@ def main():
     search = {"salts": salts[0:1] + salts[-1:], "evaluated": evaluated, "admissible": admissible, "forced": False,
               "procedure": "salts judged in increasing order; the first meeting the rule everywhere is taken, else "
                            "the admissible one with the fewest bf16 rule violations"}
-    g = to_golden(spec, s, res, search)
+    ckpt_dir, ckpt_files = None, None
+    if res["args"].dtype == "fp8":
+        base = ns.out[:-len("_golden.json")] if ns.out.endswith("_golden.json") else os.path.splitext(ns.out)[0]
+        ckpt_dir = base + "_ckpt"
+        cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(res["args"]).items()}
+        defaults = [(f.name, f.default) for f in dataclasses.fields(M.ModelArgs)]
+        ckpt_files = quant.write_checkpoint(ckpt_dir, spec["name"], cfg, defaults, res["ckpt"], res["args"].n_layers)
+    g = to_golden(spec, s, res, search, ckpt_dir, ckpt_files)
     text = dumps(g)
     with open(ns.out, "w") as f:
         f.write(text)
