@@ -1,23 +1,82 @@
-// ds41-decode --gguf FIRST_SHARD [--prompt 1,2,3] [--tokens N] [--cache-experts N]
+// ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N]
+//             [--prompt 1,2,3] [--tokens N] [--cache-experts N]
 //
-// Greedy decoding of a model read from GGUF shards: routed experts streamed through an expert
-// cache (default: half of one layer's experts, at least 1) with next-layer prefetch, engram rows
-// read on demand. Progress lines while indexing and loading; cache counters at the end.
+// Greedy decoding of a model read from files: GGUF shards, or an official-format safetensors
+// checkpoint directory (config.json + model.safetensors.index.json + shards; --golden FILE
+// supplies the engram hash parameters, which come from the tokenizer and are not in config.json,
+// and the max_seq_len; --max-seq-len overrides it, default model.py's 4096). Routed experts are
+// streamed through an expert cache (default: half of one layer's experts, at least 1) with
+// next-layer prefetch, engram rows read on demand. Progress lines while indexing and loading;
+// cache counters at the end.
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
+#include "ds41/io/golden.hpp"
+#include "ds41/io/safetensors_weights.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
 
+inline constexpr const char* kDecodeFilesUsage =
+    "ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N] [--prompt 1,2,3] "
+    "[--tokens N] [--cache-experts N]";
+
+/// Loads the model from `w` (GgufWeights or SafetensorsWeights), decodes, prints.
+template <class W>
+int ds41_decode_from(const W& w, const std::string& what, const std::vector<int32_t>& prompt, long n_tokens,
+                     long cache_experts, std::chrono::steady_clock::time_point t0) {
+  using HB = ds41::HostBackend;
+  const ds41::ModelConfig& c = w.config();
+  std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", what.c_str(),
+              c.n_layers, c.dim, c.hc_mult, c.n_routed_experts, c.n_activated_experts, c.vocab_size,
+              w.shards().shard_count());
+  if (static_cast<long>(prompt.size()) + n_tokens > c.max_seq_len) {
+    std::fprintf(stderr, "ds41-decode: prompt + --tokens exceed the model's max_seq_len %ld (usage: %s)\n",
+                 c.max_seq_len, kDecodeFilesUsage);
+    return 2;
+  }
+  for (int32_t t : prompt)
+    if (t < 0 || t >= c.vocab_size) {
+      std::fprintf(stderr, "ds41-decode: --prompt: token id %d outside the vocab [0, %ld) (usage: %s)\n", t,
+                   c.vocab_size, kDecodeFilesUsage);
+      return 2;
+    }
+  ds41::StreamOptions opt;
+  opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
+  ds41::StreamedExperts<HB>::Cache cache(w, opt);
+  std::printf("loading dense weights (experts streamed, cache of %ld experts)...\n", cache.capacity());
+  std::fflush(stdout);
+  ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
+  auto t1 = std::chrono::steady_clock::now();
+  std::printf("loaded in %.3f s\nprompt (%zu):", std::chrono::duration<double>(t1 - t0).count(), prompt.size());
+  for (int32_t t : prompt) std::printf(" %d", t);
+  std::printf("\n");
+  ds41::StepResult r = model.prefill(prompt);
+  auto t2 = std::chrono::steady_clock::now();
+  std::vector<int32_t> out{r.argmax};
+  for (long i = 1; i < n_tokens; ++i) out.push_back(model.decode(out.back()).argmax);
+  auto t3 = std::chrono::steady_clock::now();
+  model.release();
+  std::printf("generated (%zu):", out.size());
+  for (int32_t t : out) std::printf(" %d", t);
+  const double pre_s = std::chrono::duration<double>(t2 - t1).count(), dec_s = std::chrono::duration<double>(t3 - t2).count();
+  std::printf("\nprefill: %zu tokens in %.3f ms\n", prompt.size(), pre_s * 1e3);
+  if (n_tokens > 1) std::printf("decode: %ld tokens in %.3f ms (%.0f tokens/s)\n", n_tokens - 1, dec_s * 1e3, (n_tokens - 1) / dec_s);
+  const ds41::ExpertCounters k = cache.counters();
+  std::printf("expert cache: %lu hits, %lu misses, %lu prefetch hits (prefetch hit rate %.2f), %lu bytes read\n",
+              static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),
+              static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(), static_cast<unsigned long>(k.bytes_read));
+  return 0;
+}
+
 inline int ds41_decode_gguf(int argc, char** argv) {
   auto usage = [](const std::string& msg) {
-    std::fprintf(stderr, "ds41-decode: %s (usage: ds41-decode --gguf FIRST_SHARD [--prompt 1,2,3] [--tokens N] "
-                 "[--cache-experts N])\n", msg.c_str());
+    std::fprintf(stderr, "ds41-decode: %s (usage: %s)\n", msg.c_str(), kDecodeFilesUsage);
     return 2;
   };
   auto count = [](const std::string& v, long* out) {
@@ -25,18 +84,24 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     *out = std::stol(v);
     return true;
   };
-  std::string path, prompt_arg = "0,1,2,3";
-  long n_tokens = 16, cache_experts = 0;
+  std::string gguf, checkpoint, golden_path, prompt_arg = "0,1,2,3";
+  long n_tokens = 16, cache_experts = 0, max_seq_len = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(a + " needs a value");
     const std::string v = argv[++i];
-    if (a == "--gguf") path = v;
+    if (a == "--gguf") gguf = v;
+    else if (a == "--checkpoint") checkpoint = v;
+    else if (a == "--golden") golden_path = v;
     else if (a == "--prompt") prompt_arg = v;
     else if (a == "--tokens") { if (!count(v, &n_tokens) || n_tokens < 1) return usage("--tokens: not a count: " + v); }
     else if (a == "--cache-experts") { if (!count(v, &cache_experts) || cache_experts < 1) return usage("--cache-experts: not a count: " + v); }
+    else if (a == "--max-seq-len") { if (!count(v, &max_seq_len) || max_seq_len < 1) return usage("--max-seq-len: not a count: " + v); }
     else return usage("unknown argument " + a);
   }
+  if (gguf.empty() == checkpoint.empty()) return usage("give one of --gguf FIRST_SHARD and --checkpoint DIR");
+  if (!gguf.empty() && (!golden_path.empty() || max_seq_len))
+    return usage("--golden and --max-seq-len go with --checkpoint (a GGUF file carries both)");
   std::vector<int32_t> prompt;
   std::stringstream ss(prompt_arg);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -44,44 +109,32 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     if (!count(item, &t)) return usage("--prompt: not a token id: '" + item + "'");
     prompt.push_back(static_cast<int32_t>(t));
   }
+  if (prompt.empty()) return usage("--prompt: no token ids");
   try {
-    using HB = ds41::HostBackend;
     auto t0 = std::chrono::steady_clock::now();
-    ds41::GgufWeights w(path, [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); });
-    const ds41::ModelConfig& c = w.config();
-    std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", path.c_str(),
-                c.n_layers, c.dim, c.hc_mult, c.n_routed_experts, c.n_activated_experts, c.vocab_size,
-                w.shards().shard_count());
-    if (static_cast<long>(prompt.size()) + n_tokens > c.max_seq_len)
-      return usage("prompt + --tokens exceed the model's max_seq_len " + std::to_string(c.max_seq_len));
-    ds41::StreamOptions opt;
-    opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
-    ds41::StreamedExperts<HB>::Cache cache(w, opt);
-    std::printf("loading dense weights (experts streamed, cache of %ld experts)...\n", cache.capacity());
-    std::fflush(stdout);
-    ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
-    auto t1 = std::chrono::steady_clock::now();
-    std::printf("loaded in %.3f s\nprompt (%zu):", std::chrono::duration<double>(t1 - t0).count(), prompt.size());
-    for (int32_t t : prompt) std::printf(" %d", t);
-    std::printf("\n");
-    ds41::StepResult r = model.prefill(prompt);
-    auto t2 = std::chrono::steady_clock::now();
-    std::vector<int32_t> out{r.argmax};
-    for (long i = 1; i < n_tokens; ++i) out.push_back(model.decode(out.back()).argmax);
-    auto t3 = std::chrono::steady_clock::now();
-    model.release();
-    std::printf("generated (%zu):", out.size());
-    for (int32_t t : out) std::printf(" %d", t);
-    const double pre_s = std::chrono::duration<double>(t2 - t1).count(), dec_s = std::chrono::duration<double>(t3 - t2).count();
-    std::printf("\nprefill: %zu tokens in %.3f ms\n", prompt.size(), pre_s * 1e3);
-    if (n_tokens > 1) std::printf("decode: %ld tokens in %.3f ms (%.0f tokens/s)\n", n_tokens - 1, dec_s * 1e3, (n_tokens - 1) / dec_s);
-    const ds41::ExpertCounters k = cache.counters();
-    std::printf("expert cache: %lu hits, %lu misses, %lu prefetch hits (prefetch hit rate %.2f), %lu bytes read\n",
-                static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),
-                static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(), static_cast<unsigned long>(k.bytes_read));
-    return 0;
+    auto progress = [](const std::string& s) {
+      std::printf("%s\n", s.c_str());
+      std::fflush(stdout);
+    };
+    if (!gguf.empty()) {
+      ds41::GgufWeights w(gguf, progress);
+      return ds41_decode_from(w, gguf, prompt, n_tokens, cache_experts, t0);
+    }
+    std::optional<ds41::EngramHashParams> engram;
+    long seq = 4096;  // model.py's ModelArgs.max_seq_len
+    if (!golden_path.empty()) {
+      const ds41::golden::Golden g = ds41::golden::load(golden_path);
+      engram = g.config.engram;
+      seq = g.config.max_seq_len;
+    }
+    if (max_seq_len) seq = max_seq_len;
+    ds41::SafetensorsWeights w(checkpoint, seq, engram, progress);
+    return ds41_decode_from(w, checkpoint, prompt, n_tokens, cache_experts, t0);
   } catch (const ds41::Error& e) {
     std::fprintf(stderr, "ds41-decode: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ds41-decode: unexpected error: %s\n", e.what());
     return 2;
   }
 }

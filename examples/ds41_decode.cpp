@@ -2,6 +2,7 @@
 // golden's fixture, SCHEMA.md §1) on a prompt, greedy decoding.
 //
 //   ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]
+//   ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [...]   (decode_gguf.hpp: a model from files)
 // Prints the prompt, the generated tokens and tokens/s. Exit 2 on bad input.
 #include <chrono>
 #include <cstdio>
@@ -24,8 +25,8 @@ static int usage(const std::string& msg) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)  // a model from GGUF shards (decode_gguf.hpp)
-    if (std::string(argv[i]) == "--gguf") return ds41_decode_gguf(argc, argv);
+  for (int i = 1; i < argc; ++i)  // a model from GGUF shards or a safetensors checkpoint (decode_gguf.hpp)
+    if (std::string(argv[i]) == "--gguf" || std::string(argv[i]) == "--checkpoint") return ds41_decode_gguf(argc, argv);
   std::string path = DS41_DEFAULT_GOLDEN, prompt_arg;
   long n_tokens = 16;
   for (int i = 1; i < argc; ++i) {
@@ -40,7 +41,18 @@ int main(int argc, char** argv) {
       n_tokens = std::stol(v);
       if (n_tokens < 1) return usage("--tokens must be at least 1");
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]\n");
+      std::printf("usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]\n"
+                  "       %s\n"
+                  "  --golden FILE       the golden whose fixture model is regenerated (default: the tiny golden);\n"
+                  "                      with --checkpoint: the engram hash parameters and max_seq_len\n"
+                  "  --prompt 1,2,3      prompt token ids\n"
+                  "  --tokens N          tokens to generate (default 16)\n"
+                  "  --gguf FIRST_SHARD  a model from GGUF shards (docs/GGUF.md)\n"
+                  "  --checkpoint DIR    a model from an official safetensors checkpoint (docs/SAFETENSORS.md)\n"
+                  "  --max-seq-len N     with --checkpoint: the sequence limit (default: the golden's, else 4096)\n"
+                  "  --cache-experts N   with --gguf/--checkpoint: routed experts in the streaming cache\n"
+                  "                      (default: half of one layer's)\n",
+                  kDecodeFilesUsage);
       return 0;
     }
     else return usage("unknown argument " + a);

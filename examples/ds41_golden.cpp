@@ -2,10 +2,14 @@
 //
 //   ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...]
 //                           [--quiet] [--verbose] [--force-inputs]
+//                           [--checkpoint DIR [--streamed-experts N]]
 // --verbose: the first differing samples of each capture. --force-inputs: teacher forcing — every
 // float capture the golden holds in full replaces this run's tensor where it was taken, so each
 // capture's error is the error of one component on exact inputs (a diagnosis mode).
 // --graph-oracle (cuda): decode steps eager and as CUDA graph segments, compared bit for bit.
+// --checkpoint DIR: the weights from an official-format safetensors checkpoint (the golden's
+// weights_meta.checkpoint) instead of regenerated; --streamed-experts N: routed experts through
+// StreamedExperts with an N-expert cache and engram rows read on demand; the cache counters last.
 // Prints one row per capture (step, name, shape, dtype, rel-L2 or mismatches, exact, pass), then
 // "N passed, M failed". Exit 0 when every compared capture passes, 1 on any mismatch, 2 on bad input.
 #include <cstdio>
@@ -16,6 +20,9 @@
 #include <vector>
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden_run.hpp"
+#include "ds41/io/safetensors_weights.hpp"
+#include "ds41/model/row_reader_table.hpp"
+#include "ds41/model/streamed_experts.hpp"
 #if DS41_WITH_CUDA
 #include "ds41/backend/cuda.hpp"
 #include "graph_oracle.hpp"
@@ -34,7 +41,7 @@ std::vector<std::string> split(const std::string& s) {
 
 constexpr const char* kUsage =
     "usage: ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...] "
-    "[--quiet] [--verbose] [--force-inputs] [--graph-oracle]";
+    "[--quiet] [--verbose] [--force-inputs] [--graph-oracle] [--checkpoint DIR] [--streamed-experts N]";
 
 // bad input: exit code 2 and one line on stderr
 int usage(const char* msg) {
@@ -42,10 +49,8 @@ int usage(const char* msg) {
   return 2;
 }
 
-template <class Backend>
-int run(const ds41::golden::Golden& g, const ds41::golden::RunOptions& opt, bool quiet, bool verbose) {
-  ds41::WeightSet w = ds41::golden::regenerate_weights(g);
-  ds41::Model<Backend> model(g.config, w);
+template <class Backend, class ModelT>
+int report(const ds41::golden::Golden& g, ModelT& model, const ds41::golden::RunOptions& opt, bool quiet, bool verbose) {
   auto reports = ds41::golden::run(g, model, opt);
   long passed = 0, failed = 0, exact = 0;
   std::printf("%-8s %-28s %-14s %-5s %12s %10s %6s %s\n", "step", "capture", "shape", "dtype", "rel-L2/mism",
@@ -76,10 +81,49 @@ int run(const ds41::golden::Golden& g, const ds41::golden::RunOptions& opt, bool
   return failed ? 1 : 0;
 }
 
+template <class Backend>
+int run(const ds41::golden::Golden& g, const ds41::golden::RunOptions& opt, bool quiet, bool verbose) {
+  ds41::WeightSet w = ds41::golden::regenerate_weights(g);
+  ds41::Model<Backend> model(g.config, w);
+  return report<Backend>(g, model, opt, quiet, verbose);
+}
+
+/// The golden's model with its weights from a safetensors checkpoint directory; `streamed` > 0:
+/// routed experts through an expert cache of that many experts, engram rows read on demand.
+template <class Backend>
+int run_checkpoint(const ds41::golden::Golden& g, const std::string& dir, long streamed,
+                   const ds41::golden::RunOptions& opt, bool quiet, bool verbose) {
+  ds41::SafetensorsWeights w(dir, g.config.max_seq_len, g.config.engram);
+  const ds41::ModelConfig& c = w.config();
+  if (c.n_layers != g.config.n_layers || c.dim != g.config.dim || c.vocab_size != g.config.vocab_size ||
+      c.n_routed_experts != g.config.n_routed_experts)
+    ds41::fail("checkpoint ", dir, ": config.json (", c.n_layers, " layers, dim ", c.dim, ", vocab ", c.vocab_size,
+               ", ", c.n_routed_experts, " experts) is not the golden's model (", g.config.n_layers, " layers, dim ",
+               g.config.dim, ", vocab ", g.config.vocab_size, ", ", g.config.n_routed_experts, " experts)");
+  std::printf("# weights from checkpoint %s (%d shards, %zu tensors)\n", dir.c_str(), w.shards().shard_count(),
+              w.shards().tensors().size());
+  if (streamed <= 0) {
+    ds41::Model<Backend> model(c, w);
+    return report<Backend>(g, model, opt, quiet, verbose);
+  }
+  typename ds41::StreamedExperts<Backend>::Cache cache(w, {.capacity_experts = streamed});
+  ds41::Model<Backend, ds41::StreamedExperts<Backend>, ds41::RowReaderTable<Backend>> model(c, w, cache);
+  const int rc = report<Backend>(g, model, opt, quiet, verbose);
+  const ds41::ExpertCounters k = cache.counters();
+  std::printf("# expert cache (%ld experts): %lu hits, %lu misses, %lu prefetch hits (rate %.2f), %lu issued, "
+              "%lu dropped, %lu bytes read\n",
+              cache.capacity(), static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),
+              static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(),
+              static_cast<unsigned long>(k.prefetch_issued), static_cast<unsigned long>(k.prefetch_dropped),
+              static_cast<unsigned long>(k.bytes_read));
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path, backend = "host";
+  std::string path, backend = "host", checkpoint;
+  long streamed = 0;
   std::vector<std::string> steps, layers;
   bool quiet = false, verbose = false, force = false, graph_oracle = false;
   for (int i = 1; i < argc; ++i) {
@@ -96,6 +140,13 @@ int main(int argc, char** argv) {
       else if (a == "--verbose") verbose = true;
       else if (a == "--force-inputs") force = true;
       else if (a == "--graph-oracle") graph_oracle = true;
+      else if (a == "--checkpoint") checkpoint = value("--checkpoint");
+      else if (a == "--streamed-experts") {
+        const std::string v = value("--streamed-experts");
+        if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stol(v) < 1)
+          return usage(("--streamed-experts: not a positive count: " + v).c_str());
+        streamed = std::stol(v);
+      }
       else if (a == "-h" || a == "--help") return std::printf("%s\n", kUsage), 0;
       else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
       else if (path.empty()) path = a;
@@ -124,6 +175,10 @@ int main(int argc, char** argv) {
       opt.layers.push_back(std::stoi(l));
     }
     if (graph_oracle && backend != "cuda") return usage("--graph-oracle needs --backend cuda");
+    if (streamed > 0 && checkpoint.empty()) return usage("--streamed-experts needs --checkpoint DIR");
+    if (graph_oracle && !checkpoint.empty()) return usage("--graph-oracle does not take --checkpoint");
+    if (backend == "host" && !checkpoint.empty())
+      return run_checkpoint<ds41::HostBackend>(g, checkpoint, streamed, opt, quiet, verbose);
     if (backend == "host") return run<ds41::HostBackend>(g, opt, quiet, verbose);
 #if DS41_WITH_CUDA
     if (backend == "cuda") {
@@ -132,6 +187,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       if (graph_oracle) return ds41::examples::graph_oracle(g, ds41::golden::regenerate_weights(g));
+      if (!checkpoint.empty()) return run_checkpoint<ds41::CudaBackend>(g, checkpoint, streamed, opt, quiet, verbose);
       return run<ds41::CudaBackend>(g, opt, quiet, verbose);
     }
 #endif

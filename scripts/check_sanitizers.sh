@@ -12,7 +12,7 @@ cmake --build build-sanitize -j2
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-sanitize --output-on-failure
-for target in fuzz_golden fuzz_gguf; do
+for target in fuzz_golden fuzz_gguf fuzz_safetensors; do
   corpus="build-sanitize/fuzz/corpus_${target#fuzz_}"
   mkdir -p "$corpus"
   echo "fuzz: $target for ${fuzz_seconds}s"

@@ -14,6 +14,7 @@
 // layers) and vision tensors are indexed but never loaded (one progress note says so).
 #pragma once
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -383,14 +384,23 @@ class SafetensorsWeights : public WeightSource {
   std::string where(const TensorInfo& t) const { return safetensors::where(*shards_, t); }
 
  private:
+  static std::string human(uint64_t b) {
+    char buf[32];
+    if (b >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+    else if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1ull << 20));
+    else std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+    return buf;
+  }
+  /// One progress line each time the bytes read pass another tenth of the checkpoint (streamed
+  /// experts are read by the expert cache, not here, so a streamed load ends below 100%).
   void count(uint64_t bytes) const {
     ++tensors_loaded_;
     bytes_loaded_ += bytes;
     if (!progress_ || total_bytes_ == 0) return;
     const uint64_t step = std::max<uint64_t>(total_bytes_ / 10, 1);
     if (bytes_loaded_ / step != (bytes_loaded_ - bytes) / step)
-      progress_("loaded " + std::to_string(tensors_loaded_) + " tensors, " + std::to_string(bytes_loaded_ >> 20) +
-                " MiB of " + std::to_string(total_bytes_ >> 20) + " MiB in the checkpoint");
+      progress_("loaded " + std::to_string(tensors_loaded_) + " tensors, " + human(bytes_loaded_) + " (" +
+                std::to_string(bytes_loaded_ * 100 / total_bytes_) + "% of the checkpoint's " + human(total_bytes_) + ")");
   }
 
   std::shared_ptr<safetensors::SafetensorsShards> shards_;
