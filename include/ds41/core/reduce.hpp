@@ -71,8 +71,15 @@ DS41_HD float torch_order_sum(long n, F f) {
 }
 
 /// vec::reduce_all(+) of torch's CPU kernels (used by softmax over the last dim): 8-lane vectors
-/// added lane-wise (a short tail only into its own lanes), then the 8 lanes folded as a tree.
+/// added lane-wise (a short tail only into its own lanes), then the 8 lanes folded as a tree; a row
+/// shorter than one vector takes reduce_all's slow path instead, x0 + x1 + ... left to right
+/// (a softmax router over 7 experts).
 DS41_HD float torch_reduce_all_sum(const float* x, int n) {
+  if (n < kSumLanes) {
+    float s = n > 0 ? x[0] : 0.0f;
+    for (int i = 1; i < n; ++i) s += x[i];
+    return s;
+  }
   float acc[kSumLanes];
   const int first = n < kSumLanes ? n : kSumLanes;
   for (int l = 0; l < kSumLanes; ++l) acc[l] = l < first ? x[l] : 0.0f;
