@@ -178,6 +178,18 @@ TEST_CASE("torch-order sum equals the left-to-right sum on exact data and is clo
   }
 }
 
+TEST_CASE("short rows: torch's scalar row sum and reduce_all's slow path take their own orders") {
+  // 1 + 2^-24 rounds back to 1 while 2^-24 + 2^-24 = 2^-23 does not, so each order gives its own float
+  const float e = std::ldexp(1.0f, -24);
+  // row_sum with 4 partial sums: ((x0 + x4) + x5) + x1 + x2 + x3 = ((e + e) + 1) + ... keeps 2^-23
+  const float six[6] = {e, 1.0f, 0.0f, 0.0f, e, 0.0f};
+  const float row = torch_order_sum(6, [&](long i) { return six[i]; });
+  CHECK(row == 1.0f + 2 * e);  // left to right would give (e + 1) + ... + e = 1
+  // reduce_all below 8 lanes: left to right
+  const float seven[7] = {1.0f, e, 0.0f, 0.0f, 0.0f, e, 0.0f};
+  CHECK(torch_reduce_all_sum(seven, 7) == 1.0f);  // 1 + e = 1, + e = 1 (the 8-lane tree: e + e first, 1 + 2^-23)
+}
+
 TEST_CASE("log1p_scalar is this libm's log1pf bit for bit (softplus's scalar tail)") {
   // through a volatile pointer: a call at run time, never a compiler-folded (correctly rounded) constant
   float (*volatile libm_log1pf)(float) = ::log1pf;
