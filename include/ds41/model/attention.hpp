@@ -10,6 +10,7 @@
 #include "../backend/host_attention.hpp"
 #include "compressor.hpp"
 #include "indexer.hpp"
+#include "undo_record.hpp"
 
 namespace ds41 {
 
@@ -25,6 +26,7 @@ class CompressedAttnT {
     Buf<float> compressed;  // [max_seq / r, D] (kv sources)
     typename CompressorT<B>::State comp;
     typename IndexerT<B>::State index;
+    UndoRecord<B>* undo = nullptr;  // set while the sequence has an open checkpoint
   };
 
   CompressedAttnT() = default;
@@ -104,6 +106,7 @@ class CompressedAttnT {
     const long n_win_cols = prefill ? (T < W ? T : W) : W;
     {
       float* ring = st.window.data();
+      if (st.undo && !prefill) st.undo->save(start, ring + (start % W) * D, D);  // the row this step overwrites
       const float* pk = kv.data();
       const long first = prefill ? (T > W ? T - W : 0) : 0;
       const long n = prefill ? T - first : 1;
@@ -217,7 +220,7 @@ class CompressedAttnT {
     const long lstep = r;
     if (kv_source_) {
       latent = B::template alloc<float>(static_cast<size_t>(compressor_.max_new(T)) * D);
-      n_new = compressor_.forward(x, T, start, st.comp, latent.data());
+      n_new = compressor_.forward(x, T, start, st.comp, latent.data(), st.undo);
       shared.compress_kv = st.compressed.data();
       shared.compress_kv_layer = layer_;
       if (n_new) tap.f32("compress_latent", latent.data(), {n_new, D});

@@ -9,6 +9,7 @@
 #include "../core/compress_math.hpp"
 #include "config.hpp"
 #include "ops.hpp"
+#include "undo_record.hpp"
 #include "weights.hpp"
 
 namespace ds41 {
@@ -47,7 +48,8 @@ class CompressorT {
 
   /// x: [T, dim] attention input at positions start..start+T-1. Writes latents [n, D] to `out`
   /// and returns n (0 while a group is still filling).
-  long forward(const float* x, long T, long start, State& st, float* out) const {
+  /// `undo` (an open checkpoint) keeps the open-group slot a decode step overwrites.
+  long forward(const float* x, long T, long start, State& st, float* out, UndoRecord<B>* undo = nullptr) const {
     const int D = hd_;
     if (ratio_ == 1) {
       B::linear(x, T, dim_, wkv_.view(), out, D, OutRound::kBF16);
@@ -74,6 +76,10 @@ class CompressorT {
       n = groups;
     } else {
       const long slot = start % r;
+      if (undo) {
+        undo->save(start, skv + slot * D, D);
+        undo->save(start, ssc + slot * D, D);
+      }
       B::copy(skv + slot * D, pkv, D);
       B::copy(ssc + slot * D, psc, D);
       if ((start + 1) % r == 0) {

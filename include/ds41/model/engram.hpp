@@ -36,6 +36,9 @@ class EngramHasher {
   }
   int cols() const { return (nmax_ - 1) * heads_; }
   int layers() const { return layers_; }
+  /// Compressed token ids by position (what sequence snapshots save and restore).
+  std::vector<int64_t>& history() { return history_; }
+  const std::vector<int64_t>& history() const { return history_; }
 
   /// Hash rows [T, n_engram_layers, cols] for tokens at positions start..start+T-1; the history is
   /// written first, so later steps see these tokens.

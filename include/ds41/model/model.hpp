@@ -1,13 +1,21 @@
 // ds41/model/model.hpp — Model: embed → hc copies → [engram] + Block per layer → final collapse
-// with the last FFN pre → RMSNorm → head (logits of the last position), and the per-sequence
-// Runtime every layer shares (window rings, compressor groups, caches, shared slots, engram
-// history). One sequence in flight at a time; release() frees it.
+// with the last FFN pre → RMSNorm → head (logits of the last position), run on a sequence's state
+// (sequence.hpp: window rings, compressor groups, caches, shared slots, engram history).
+//
+// Sequences are the caller's: make_sequence() makes any number, extend() continues one (a prompt
+// on an empty sequence, else exactly what one decode step per token gives), step() takes a batch
+// of segments of different sequences, snapshot()/restore() save and load one; checkpoint /
+// rollback / truncate live on the sequence. prefill/decode/release drive one sequence the model
+// keeps itself, as before.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 #include "block.hpp"
+#include "sequence.hpp"
+#include "sequence_bytes.hpp"
 
 namespace ds41 {
 
@@ -41,41 +49,120 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   BlockT& layer(int l) { return *layers_.at(l); }
-  /// Next position of the sequence in flight (0 when none).
-  long position() const { return seq_ ? seq_->pos : 0; }
+
+  using Sequence = SequenceT<B>;
+  /// A new, empty sequence of this model. Any number may be alive at once; each frees everything it
+  /// holds when destroyed.
+  Sequence make_sequence() const {
+    Sequence s;
+    s.owner_ = this;
+    s.hasher_ = EngramHasher(cfg_);
+    for (const auto& l : layers_) s.layers_.push_back(l->make_state());
+    return s;
+  }
+
+  /// Extend `s` by `tokens`: on an empty sequence they are its prompt (the reference's prefill);
+  /// later they continue it and give exactly what one decode step per token gives (the
+  /// reference's only definition of positions after the prompt). Returns the last row's logits.
+  StepResult extend(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink = nullptr) {
+    check_segment(s, tokens, "extend");
+    if (s.pos_ == 0) return run_guarded(s, tokens, sink);
+    StepResult r;
+    for (size_t i = 0; i < tokens.size(); ++i) r = run_guarded(s, {tokens[i]}, i + 1 == tokens.size() ? sink : nullptr);
+    return r;
+  }
+  /// The sink for a row of a segment (row i of its tokens), or null; a prompt is one row here,
+  /// its last: a prefill's captures hold all its positions at once.
+  using RowSinks = std::function<CaptureSink*(long row)>;
+  /// extend() returning every row's logits (what verifying a speculative draft needs): for a
+  /// prompt, the head on each of its positions; for a continuation, each decode step's.
+  std::vector<StepResult> extend_rows(Sequence& s, const std::vector<int32_t>& tokens, const RowSinks& sinks = {}) {
+    check_segment(s, tokens, "extend_rows");
+    std::vector<StepResult> out;
+    if (s.pos_ == 0) {
+      out = run_guarded_rows(s, tokens, sinks ? sinks(static_cast<long>(tokens.size()) - 1) : nullptr);
+      return out;
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+      out.push_back(run_guarded(s, {tokens[i]}, sinks ? sinks(static_cast<long>(i)) : nullptr));
+    return out;
+  }
+
+  /// One segment of a batched step: a sequence and the tokens that continue it (a new sequence's
+  /// first segment is its prompt).
+  struct Segment {
+    Sequence* seq = nullptr;
+    std::vector<int32_t> tokens;
+    bool all_logits = false;  // every row's logits, else the last row's
+    RowSinks sinks;
+  };
+  /// One step over a ragged batch: each segment continues its own sequence, with the bits it
+  /// would give alone. Every segment is checked before any work: a bad one (a sequence of another
+  /// model or broken, the same sequence twice, a token out of range, past max_seq_len) is refused
+  /// and no sequence changes. Returns, per segment, its rows' logits (all or the last).
+  std::vector<std::vector<StepResult>> step(std::vector<Segment>& batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      DS41_CHECK(batch[i].seq != nullptr, "step: segment ", i, " has no sequence");
+      check_segment(*batch[i].seq, batch[i].tokens, "step");
+      for (size_t j = 0; j < i; ++j)
+        DS41_CHECK(batch[j].seq != batch[i].seq, "step: segments ", j, " and ", i,
+                   " continue the same sequence (one segment per sequence in a step)");
+    }
+    std::vector<std::vector<StepResult>> out;
+    for (Segment& g : batch) {
+      if (g.all_logits) out.push_back(extend_rows(*g.seq, g.tokens, g.sinks));
+      else out.push_back({extend(*g.seq, g.tokens, g.sinks ? g.sinks(static_cast<long>(g.tokens.size()) - 1) : nullptr)});
+    }
+    return out;
+  }
+
+  /// The whole state of `s` as bytes (sequence_bytes.hpp); restore() makes a sequence of them
+  /// that continues with the same bits. An open checkpoint is not part of it.
+  std::vector<uint8_t> snapshot(const Sequence& s) const {
+    DS41_CHECK(s.owner_ == this, "snapshot: the sequence was not made by this model");
+    DS41_CHECK(!s.broken_, "snapshot: the sequence's last step failed half-way");
+    return SequenceBytes<B>::write(cfg_, s);
+  }
+  Sequence restore(const std::vector<uint8_t>& bytes) const {
+    Sequence s = make_sequence();
+    SequenceBytes<B>::read(cfg_, s, bytes.data(), bytes.size());
+    return s;
+  }
+
+  // ---------------------------------------------------------------- one sequence, as before
+  /// Next position of the model's own sequence (0 when none).
+  long position() const { return seq_ ? seq_->pos_ : 0; }
   bool active() const { return seq_ != nullptr; }
 
-  /// Start a sequence with its prompt (positions 0..T-1).
+  /// Start the model's own sequence with its prompt (positions 0..T-1).
   StepResult prefill(const std::vector<int32_t>& tokens, CaptureSink* sink = nullptr) {
     DS41_CHECK(!seq_, "prefill: a sequence is already in flight on this runtime (it serves one); call release() first");
     DS41_CHECK(!tokens.empty(), "prefill: empty prompt");
     check_tokens(tokens, 0);
     B::release_graphs();  // graphs kept from the previous sequence are not reused across sequences
-    seq_ = std::make_unique<Sequence>();
-    seq_->hasher = EngramHasher(cfg_);
-    for (auto& l : layers_) seq_->layers.push_back(l->make_state());
+    seq_ = std::make_unique<Sequence>(make_sequence());
     try {
-      return step(tokens, sink);
+      return run(*seq_, tokens, sink);
     } catch (...) {
       seq_.reset();  // a failed prefill leaves no half-started sequence behind
       throw;
     }
   }
 
-  /// One token at the next position of the sequence in flight.
+  /// One token at the next position of the model's own sequence.
   StepResult decode(int32_t token, CaptureSink* sink = nullptr) {
     DS41_CHECK(seq_, "decode: no sequence in flight (decode before prefill, or after release)");
     std::vector<int32_t> t{token};
-    check_tokens(t, seq_->pos);
+    check_tokens(t, seq_->pos_);
     try {
-      return step(t, sink);
+      return run(*seq_, t, sink);
     } catch (...) {
       seq_.reset();  // inputs were checked first; a failure inside leaves a state nobody may reuse
       throw;
     }
   }
 
-  /// Free everything the sequence in flight holds.
+  /// Free everything the model's own sequence holds.
   void release() {
     B::release_graphs();  // captured graphs first: they reference the sequence's buffers
     seq_.reset();
@@ -94,12 +181,34 @@ class Model {
   }
 
  private:
-  struct Sequence {
-    long pos = 0;
-    std::vector<typename BlockT::Attn::State> layers;
-    SharedSlots<B> shared;
-    EngramHasher hasher;
-  };
+  void check_segment(const Sequence& s, const std::vector<int32_t>& tokens, const char* what) const {
+    DS41_CHECK(s.owner_ == this, what, ": the sequence was not made by this model (use model.make_sequence())");
+    DS41_CHECK(!s.broken_, what, ": the sequence's last step failed half-way; reset() it",
+               s.undo_ ? " or rollback() to its checkpoint" : "");
+    DS41_CHECK(!tokens.empty(), what, ": no tokens");
+    check_tokens(tokens, s.pos_);
+  }
+
+  /// run() on a caller's sequence: a failure half-way marks it broken (its state is then partly
+  /// written), so nothing silently continues from it.
+  StepResult run_guarded(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink) {
+    try {
+      return run(s, tokens, sink);
+    } catch (...) {
+      s.broken_ = true;
+      throw;
+    }
+  }
+  std::vector<StepResult> run_guarded_rows(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink) {
+    try {
+      std::vector<StepResult> rows;
+      run(s, tokens, sink, &rows);
+      return rows;
+    } catch (...) {
+      s.broken_ = true;
+      throw;
+    }
+  }
 
   void check_tokens(const std::vector<int32_t>& tokens, long start) const {
     for (size_t i = 0; i < tokens.size(); ++i)
@@ -109,17 +218,22 @@ class Model {
                "..", start + static_cast<long>(tokens.size()) - 1, " exceed max_seq_len ", cfg_.max_seq_len);
   }
 
-  StepResult step(const std::vector<int32_t>& tokens, CaptureSink* sink) {
+  /// One step of the reference on `s`: a prefill of every token at position 0, else one decode
+  /// step of one token. `rows` (prefill only): every position's logits, not just the last's.
+  StepResult run(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink,
+                 std::vector<StepResult>* rows = nullptr) {
     Tap<B> tap{sink, ""};
-    Sequence& s = *seq_;
-    const long T = static_cast<long>(tokens.size()), start = s.pos;
+    const long T = static_cast<long>(tokens.size()), start = s.pos_;
+    DS41_CHECK(start == 0 || T == 1, "internal: a step past the prompt takes one token");
     const int hc = cfg_.hc_mult, dim = cfg_.dim;
-    if (start == 0) s.shared.reset();  // layer 0 at position 0: a new sequence
+    if (start == 0) s.shared_.reset();  // layer 0 at position 0: a new sequence
+    if (s.undo_) s.undo_->save_shared(start, s.shared_);
+    for (auto& l : s.layers_) l.undo = s.undo_.get();
     tap.i32_host("tokens", tokens, {T});
 
     Buf<int32_t> hash;
     if (cfg_.n_engram_layers()) {
-      std::vector<int32_t> hh = s.hasher.hash(tokens.data(), T, start);
+      std::vector<int32_t> hh = s.hasher_.hash(tokens.data(), T, start);
       tap.i32_host("engram_hash", hh, {T, cfg_.n_engram_layers(), cfg_.engram_cols()});
       hash = B::template alloc<int32_t>(hh.size());
       B::upload(hash.data(), hh.data(), hh.size());
@@ -136,7 +250,7 @@ class Model {
     HighwayT<B>::identity_pre(T, hc, pre.data());
 
     for (int l = 0; l < cfg_.n_layers; ++l)
-      layers_[l]->forward(h.data(), pre.data(), hash.data(), T, start, s.layers[l], s.shared,
+      layers_[l]->forward(h.data(), pre.data(), hash.data(), T, start, s.layers_[l], s.shared_,
                           tap.sub("layers." + std::to_string(l) + "."));
 
     // final collapse with the last FFN pre, norm, head on the last position
@@ -144,25 +258,33 @@ class Model {
     tap.f32("h_final", x.data(), {T, dim});
     Ops<B>::rmsnorm(x.data(), T, dim, norm_.data(), static_cast<float>(cfg_.norm_eps));
     tap.f32("head_in", x.data(), {T, dim});
-    auto logits = B::template alloc<float>(cfg_.vocab_size);
-    B::linear(x.data() + (T - 1) * dim, 1, dim, head_.view(), logits.data(), cfg_.vocab_size, OutRound::kF32);
-    tap.f32("logits", logits.data(), {cfg_.vocab_size}, CapType::kF32);
+    const long V = cfg_.vocab_size, n_out = rows ? T : 1;
+    auto logits = B::template alloc<float>(static_cast<size_t>(n_out) * V);
+    B::linear(x.data() + (T - n_out) * dim, n_out, dim, head_.view(), logits.data(), V, OutRound::kF32);
+    tap.f32("logits", logits.data() + (n_out - 1) * V, {V}, CapType::kF32);
 
-    StepResult r;
-    r.logits.resize(cfg_.vocab_size);
-    B::download(r.logits.data(), logits.data(), r.logits.size());
-    r.argmax = 0;
-    for (long v = 1; v < cfg_.vocab_size; ++v)
-      if (r.logits[v] > r.logits[r.argmax]) r.argmax = static_cast<int32_t>(v);
-    s.pos = start + T;
-    return r;
+    std::vector<float> all(static_cast<size_t>(n_out) * V);
+    B::download(all.data(), logits.data(), all.size());
+    auto result = [&](long row) {
+      StepResult r;
+      r.logits.assign(all.begin() + row * V, all.begin() + (row + 1) * V);
+      r.argmax = 0;
+      for (long v = 1; v < V; ++v)
+        if (r.logits[v] > r.logits[r.argmax]) r.argmax = static_cast<int32_t>(v);
+      return r;
+    };
+    s.pos_ = start + T;
+    if (start == 0) s.prompt_len_ = T;
+    if (rows)
+      for (long t = 0; t < T; ++t) rows->push_back(result(t));
+    return result(n_out - 1);
   }
 
   ModelConfig cfg_;
   Matrix<B> embed_, head_;
   Buf<float> norm_;
   std::vector<std::unique_ptr<BlockT>> layers_;
-  std::unique_ptr<Sequence> seq_;
+  std::unique_ptr<Sequence> seq_;  // the one prefill/decode/release serve
 };
 
 }  // namespace ds41
