@@ -72,11 +72,10 @@ std::string read_text(const std::string& path) {
 
 /// A safetensors file from a header text and `data` bytes of payload.
 std::vector<uint8_t> st_file(const std::string& header, size_t data, uint64_t len_override = 0) {
-  std::vector<uint8_t> b(8);
+  std::vector<uint8_t> b(8 + header.size() + data, 0);
   const uint64_t n = len_override ? len_override : header.size();
   for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
-  b.resize(b.size() + data, 0);
+  if (!header.empty()) std::memcpy(b.data() + 8, header.data(), header.size());
   return b;
 }
 
@@ -497,4 +496,35 @@ TEST_CASE("safetensors: malformed checkpoints raise errors naming the file and t
     CHECK(e.find("tensor 'layers.1.engram.embed.scale'") != std::string::npos);
     CHECK(e.find("NaN byte 0xFF") != std::string::npos);
   }
+}
+
+TEST_CASE("safetensors: MTP and vision tensors are skipped with a note, and n_mtp_layers is honoured") {
+  TempDir dir;
+  const golden::Golden& g = bf16_golden();
+  WeightSet ws = golden::regenerate_weights(g);
+  ws.put("mtp.0.attn_norm.weight", HostTensor::from_f32({g.config.dim}, std::vector<float>(g.config.dim, 1.0f)));
+  ws.put("vision.patch_embed.weight", HostTensor::from_f32({4}, std::vector<float>(4, 0.5f)));
+  const std::string ck = dir.file("mtp");
+  st::write_checkpoint(g.config, ws, ck, 2);
+  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(read_text(ck + "/config.json"));
+  cfg["n_mtp_layers"] = 1;
+  cfg["compress_ratios"].push_back(0);
+  write_text(ck + "/config.json", cfg.dump(4));
+  std::vector<std::string> log;
+  SafetensorsWeights w(ck, g.config.max_seq_len, g.config.engram, [&](const std::string& s) { log.push_back(s); });
+  std::string all;
+  for (const std::string& s : log) all += s + "\n";
+  CHECK_MESSAGE(all.find("MTP: 1 draft layers (mtp.*) skipped") != std::string::npos, all);
+  CHECK_MESSAGE(all.find("2 mtp/vision tensors are not loaded") != std::string::npos, all);
+  CHECK(!w.has("mtp.0.attn_norm.weight"));
+  CHECK(w.config().compress_ratios == g.config.compress_ratios);
+  Model<HostBackend> m(w.config(), w);
+  Model<HostBackend> ref(g.config, ws);
+  CHECK(same_bits(logits_run(m, g.prompt_tokens, 1), logits_run(ref, g.prompt_tokens, 1)));
+  // compress_ratios must cover the MTP layers too
+  cfg["compress_ratios"].erase(cfg["compress_ratios"].size() - 1);
+  write_text(ck + "/config.json", cfg.dump(4));
+  const std::string e = error_of([&] { SafetensorsWeights x(ck, g.config.max_seq_len, g.config.engram); });
+  CHECK(e.find(ck + "/config.json") != std::string::npos);
+  CHECK(e.find("'compress_ratios' has 6 entries, expected n_layers + n_mtp_layers = 7") != std::string::npos);
 }

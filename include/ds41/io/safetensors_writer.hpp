@@ -9,6 +9,7 @@
 //   engram.embed.weight (kFp8Block32 codes, or e4m3 code values in kF32) → F8_E4M3
 //   X.scale in kF32 (powers of two) → F8_E8M0
 #pragma once
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -100,10 +101,14 @@ inline std::vector<uint8_t> file_bytes(const std::vector<const EncodedTensor*>& 
   }
   std::string text = h.dump();
   while (text.size() % 8) text += ' ';
-  std::vector<uint8_t> out(8);
+  std::vector<uint8_t> out(8 + text.size() + at);
   for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  out.insert(out.end(), text.begin(), text.end());
-  for (const EncodedTensor* t : tensors) out.insert(out.end(), t->bytes.begin(), t->bytes.end());
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  size_t pos = 8 + text.size();
+  for (const EncodedTensor* t : tensors) {
+    if (!t->bytes.empty()) std::memcpy(out.data() + pos, t->bytes.data(), t->bytes.size());
+    pos += t->bytes.size();
+  }
   return out;
 }
 
