@@ -2,7 +2,8 @@
 //
 //   ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...]
 //                           [--quiet] [--verbose] [--force-inputs]
-//                           [--checkpoint DIR [--streamed-experts N]]
+//                           [--checkpoint DIR [--streamed-experts N]] [--exact]
+//                           [--chunks 3,1,4] [--rewind] [--batch-with K]
 // --verbose: the first differing samples of each capture. --force-inputs: teacher forcing — every
 // float capture the golden holds in full replaces this run's tensor where it was taken, so each
 // capture's error is the error of one component on exact inputs (a diagnosis mode).
@@ -10,6 +11,11 @@
 // --checkpoint DIR: the weights from an official-format safetensors checkpoint (the golden's
 // weights_meta.checkpoint) instead of regenerated; --streamed-experts N: routed experts through
 // StreamedExperts with an N-expert cache and engram rows read on demand; the cache counters last.
+// --exact: a capture passes only when bit-identical (not merely within SCHEMA §9's bounds).
+// Serving (the prompt stays one prefill): --chunks 3,1,4 feeds the decode tokens as chunks of those
+// sizes (cycling) and compares every row with its decode step; --rewind decodes two more tokens
+// after each step and rolls them back; --batch-with K runs the golden's sequence in one batch with
+// K others (its own tokens shifted, at other lengths, some joining a step late).
 // Prints one row per capture (step, name, shape, dtype, rel-L2 or mismatches, exact, pass), then
 // "N passed, M failed". Exit 0 when every compared capture passes, 1 on any mismatch, 2 on bad input.
 #include <cstdio>
@@ -41,13 +47,33 @@ std::vector<std::string> split(const std::string& s) {
 
 constexpr const char* kUsage =
     "usage: ds41-golden GOLDEN.json [--backend host|cuda] [--steps prefill,decode0,...] [--layers 0,1,...] "
-    "[--quiet] [--verbose] [--force-inputs] [--graph-oracle] [--checkpoint DIR] [--streamed-experts N]";
+    "[--quiet] [--verbose] [--force-inputs] [--graph-oracle] [--checkpoint DIR] [--streamed-experts N] [--exact] "
+    "[--chunks N,N,...] [--rewind] [--batch-with K]";
+
+constexpr const char* kHelp =
+    "Runs a golden file (golden/SCHEMA.md) on a backend and compares every capture of every step.\n"
+    "  --backend host|cuda     where to run (default host)\n"
+    "  --steps prefill,decode0,...  compare only these steps (every step still runs)\n"
+    "  --layers 0,1,...        compare only these layers' captures\n"
+    "  --quiet                 print failing captures only\n"
+    "  --verbose               the first differing samples of each capture\n"
+    "  --force-inputs          teacher forcing: the golden's full captures replace this run's tensors\n"
+    "  --exact                 a capture passes only when bit-identical\n"
+    "  --checkpoint DIR        weights from an official-format safetensors checkpoint directory\n"
+    "  --streamed-experts N    (with --checkpoint) experts through an N-expert cache, engram rows by row\n"
+    "  --chunks N,N,...        feed the decode tokens as chunks of these sizes, cycling\n"
+    "  --rewind                after each step, decode two more tokens and roll them back\n"
+    "  --batch-with K          run in one batch with K other sequences\n"
+    "  --graph-oracle          (cuda) decode eagerly and as CUDA graphs, compare bit for bit\n"
+    "Prints one row per capture and 'N passed, M failed'. Exit 0 all pass, 1 any mismatch, 2 bad input.";
 
 // bad input: exit code 2 and one line on stderr
 int usage(const char* msg) {
   std::fprintf(stderr, "ds41-golden: %s (%s)\n", msg, kUsage);
   return 2;
 }
+
+bool g_exact = false;  // --exact
 
 template <class Backend, class ModelT>
 int report(const ds41::golden::Golden& g, ModelT& model, const ds41::golden::RunOptions& opt, bool quiet, bool verbose) {
@@ -57,7 +83,11 @@ int report(const ds41::golden::Golden& g, ModelT& model, const ds41::golden::Run
               "ck-rel", "exact", "result");
   for (const auto& rep : reports) {
     std::string step = rep.step == 0 ? "prefill" : "decode" + std::to_string(rep.step - 1);
-    for (const auto& r : rep.results) {
+    for (auto r : rep.results) {
+      if (g_exact && r.pass && !r.exact) {
+        r.pass = false;
+        r.note += std::string(r.note.empty() ? "" : "; ") + "within bounds, not bit-identical (--exact)";
+      }
       (r.pass ? passed : failed)++;
       exact += r.exact;
       if (quiet && r.pass) continue;
@@ -125,7 +155,9 @@ int main(int argc, char** argv) {
   std::string path, backend = "host", checkpoint;
   long streamed = 0;
   std::vector<std::string> steps, layers;
-  bool quiet = false, verbose = false, force = false, graph_oracle = false;
+  bool quiet = false, verbose = false, force = false, graph_oracle = false, rewind = false;
+  std::vector<int> chunks;
+  int batch_with = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -141,13 +173,28 @@ int main(int argc, char** argv) {
       else if (a == "--force-inputs") force = true;
       else if (a == "--graph-oracle") graph_oracle = true;
       else if (a == "--checkpoint") checkpoint = value("--checkpoint");
+      else if (a == "--exact") g_exact = true;
+      else if (a == "--rewind") rewind = true;
+      else if (a == "--chunks") {
+        for (const std::string& c : split(value("--chunks"))) {
+          if (c.size() > 6 || c.find_first_not_of("0123456789") != std::string::npos || std::stoi(c) < 1)
+            return usage(("--chunks: not a list of positive sizes: '" + c + "'").c_str());
+          chunks.push_back(std::stoi(c));
+        }
+        if (chunks.empty()) return usage("--chunks: no sizes given");
+      } else if (a == "--batch-with") {
+        const std::string v = value("--batch-with");
+        if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos)
+          return usage(("--batch-with: not a count in [0, 999]: " + v).c_str());
+        batch_with = std::stoi(v);
+      }
       else if (a == "--streamed-experts") {
         const std::string v = value("--streamed-experts");
         if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stol(v) < 1)
           return usage(("--streamed-experts: not a positive count: " + v).c_str());
         streamed = std::stol(v);
       }
-      else if (a == "-h" || a == "--help") return std::printf("%s\n", kUsage), 0;
+      else if (a == "-h" || a == "--help") return std::printf("%s\n%s\n", kUsage, kHelp), 0;
       else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
       else if (path.empty()) path = a;
       else return usage(("unexpected argument " + a).c_str());
@@ -160,6 +207,9 @@ int main(int argc, char** argv) {
     ds41::golden::Golden g = ds41::golden::load(path);
     ds41::golden::RunOptions opt;
     opt.force_inputs = force;
+    opt.chunks = chunks;
+    opt.rewind = rewind;
+    opt.batch_with = batch_with;
     for (const auto& s : steps) {
       int idx = -1;
       if (s == "prefill") idx = 0;
@@ -177,6 +227,8 @@ int main(int argc, char** argv) {
     if (graph_oracle && backend != "cuda") return usage("--graph-oracle needs --backend cuda");
     if (streamed > 0 && checkpoint.empty()) return usage("--streamed-experts needs --checkpoint DIR");
     if (graph_oracle && !checkpoint.empty()) return usage("--graph-oracle does not take --checkpoint");
+    if (graph_oracle && (!chunks.empty() || rewind || batch_with))
+      return usage("--graph-oracle does not take --chunks, --rewind or --batch-with");
     if (backend == "host" && !checkpoint.empty())
       return run_checkpoint<ds41::HostBackend>(g, checkpoint, streamed, opt, quiet, verbose);
     if (backend == "host") return run<ds41::HostBackend>(g, opt, quiet, verbose);

@@ -71,3 +71,35 @@ TEST_CASE("host: live allocations return exactly to their baseline after many se
   CHECK(during > before);
   CHECK(released == before);
 }
+
+TEST_CASE("host: destroying every sequence returns the model to its baseline bytes") {
+  const auto& g = testing::tiny_golden();
+  Model<HostBackend> model(g.config, testing::tiny_weights());
+  auto cycle = [&] {
+    std::vector<Model<HostBackend>::Sequence> seqs;
+    for (int i = 0; i < 3; ++i) seqs.push_back(model.make_sequence());
+    for (auto& s : seqs) model.extend(s, g.prompt_tokens);
+    seqs[0].checkpoint();
+    model.extend(seqs[0], {g.decode_tokens[0], g.decode_tokens[1]});
+    seqs[0].rollback();
+    seqs[1].checkpoint();
+    model.extend(seqs[1], {g.decode_tokens[0]});  // destroyed with its checkpoint open
+    const std::vector<uint8_t> bytes = model.snapshot(seqs[2]);
+    seqs.push_back(model.restore(bytes));
+    model.extend(seqs.back(), {g.decode_tokens[0]});
+  };
+  cycle();  // first-use allocations happen here
+  const long long before = g_live_bytes.load();
+  for (int i = 0; i < 10; ++i) cycle();
+  const long long after = g_live_bytes.load();
+  auto kept = model.make_sequence();
+  model.extend(kept, g.prompt_tokens);
+  const long long during = g_live_bytes.load();
+  kept = Model<HostBackend>::Sequence();
+  const long long released = g_live_bytes.load();
+  CAPTURE(before);
+  CAPTURE(after);
+  CHECK(after == before);
+  CHECK(during > before);
+  CHECK(released == before);
+}

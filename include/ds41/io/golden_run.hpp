@@ -49,6 +49,12 @@ struct RunOptions {
   bool force_inputs = false;  // teacher forcing of full float captures (isolates each component)
   std::vector<int> steps;   // step indices to compare (empty: all); every step still runs
   std::vector<int> layers;  // layers to compare (empty: all)
+  // Serving checks (the prompt stays one prefill: the reference's prefill and its token-by-token
+  // decode are different computations):
+  std::vector<int> chunks;  // the decode tokens fed as chunks of these sizes, cycling (empty: one a step)
+  bool rewind = false;      // after each chunk: checkpoint, two more tokens, rollback
+  int batch_with = 0;       // run in one batch with this many other sequences (the golden's own
+                            // tokens shifted, at other lengths, some joining later)
 };
 
 struct StepReport {
@@ -80,58 +86,148 @@ inline bool wanted(const RunOptions& o, int step, const std::string& name, int n
   return true;
 }
 
-/// Run every step of `g` on `model` (a fresh runtime) and compare. Steps always run in order;
-/// options only choose what is compared.
-template <class ModelT>
-std::vector<StepReport> run(const Golden& g, ModelT& model, const RunOptions& opt = {}) {
-  std::vector<StepReport> out;
-  CollectSink sink;
-  sink.force = opt.force_inputs;
-  if (model.active()) model.release();
-  for (const Step& st : g.steps) {
-    sink.clear();
-    sink.step = &st;
-    StepResult res = st.index == 0 ? model.prefill(st.tokens, &sink) : model.decode(st.tokens.at(0), &sink);
-    StepReport rep;
-    rep.step = st.index;
-    rep.kind = st.kind;
-    rep.argmax_mine = res.argmax;
-    rep.argmax_gold = st.argmax;
-    for (const std::string& name : st.order) {
-      if (!wanted(opt, st.index, name, g.config.n_layers)) continue;
-      rep.compared = true;
-      const Capture& gold = st.captures.at(name);
-      auto it = sink.items.find(name);
-      if (it == sink.items.end()) {
-        Result r;
-        r.name = name;
-        r.shape = gold.shape;
-        r.dtype = gold.dtype;
-        r.present_mine = false;
-        r.note = "missing in this run";
-        rep.results.push_back(r);
-        continue;
-      }
-      const auto& m = it->second;
-      rep.results.push_back(compare(name, gold, m.shape, m.type, m.f32.empty() && !m.i32.empty() ? nullptr : &m.f32,
-                                    m.i32.empty() ? nullptr : &m.i32));
-      if (name == "logits" && res.argmax != st.argmax) {
-        rep.results.back().pass = false;
-        rep.results.back().note = "argmax " + std::to_string(res.argmax) + " != golden " + std::to_string(st.argmax);
-      }
-    }
-    for (const std::string& name : sink.order) {  // captures the golden says must be absent
-      if (st.captures.count(name) || !wanted(opt, st.index, name, g.config.n_layers)) continue;
+/// Compare one step's captures (collected in `sink`) and its argmax with the golden's step.
+inline StepReport compare_step(const Golden& g, const Step& st, const CollectSink& sink, int32_t argmax,
+                               const RunOptions& opt) {
+  StepReport rep;
+  rep.step = st.index;
+  rep.kind = st.kind;
+  rep.argmax_mine = argmax;
+  rep.argmax_gold = st.argmax;
+  for (const std::string& name : st.order) {
+    if (!wanted(opt, st.index, name, g.config.n_layers)) continue;
+    rep.compared = true;
+    const Capture& gold = st.captures.at(name);
+    auto it = sink.items.find(name);
+    if (it == sink.items.end()) {
       Result r;
       r.name = name;
-      r.shape = sink.items[name].shape;
-      r.dtype = sink.items[name].type;
-      r.note = "produced here but absent in the golden";
+      r.shape = gold.shape;
+      r.dtype = gold.dtype;
+      r.present_mine = false;
+      r.note = "missing in this run";
       rep.results.push_back(r);
+      continue;
     }
-    out.push_back(std::move(rep));
+    const auto& m = it->second;
+    rep.results.push_back(compare(name, gold, m.shape, m.type, m.f32.empty() && !m.i32.empty() ? nullptr : &m.f32,
+                                  m.i32.empty() ? nullptr : &m.i32));
+    if (name == "logits" && argmax != st.argmax) {
+      rep.results.back().pass = false;
+      rep.results.back().note = "argmax " + std::to_string(argmax) + " != golden " + std::to_string(st.argmax);
+    }
   }
-  model.release();
+  for (const std::string& name : sink.order) {  // captures the golden says must be absent
+    if (st.captures.count(name) || !wanted(opt, st.index, name, g.config.n_layers)) continue;
+    Result r;
+    r.name = name;
+    r.shape = sink.items.at(name).shape;
+    r.dtype = sink.items.at(name).type;
+    r.note = "produced here but absent in the golden";
+    rep.results.push_back(r);
+  }
+  return rep;
+}
+
+/// The sequences a golden shares its batch with (RunOptions::batch_with): sequence k takes the
+/// golden's tokens shifted by k + 1 (mod vocab), a prompt k + 1 tokens shorter (at least 1), and
+/// odd ones join one step late, so a batch mixes prompts and decode steps of other lengths.
+struct Companion {
+  std::vector<int32_t> prompt, decode;
+  int join = 0;  // the golden's step at which its prompt goes in
+  size_t next = 0;
+};
+inline std::vector<Companion> companions(const Golden& g, int k) {
+  std::vector<Companion> out;
+  const long V = g.config.vocab_size;
+  auto shift = [&](int32_t t, int by) { return static_cast<int32_t>((t + by) % V); };
+  for (int i = 0; i < k; ++i) {
+    Companion c;
+    const size_t plen = std::max<size_t>(1, g.prompt_tokens.size() > static_cast<size_t>(i + 1)
+                                                ? g.prompt_tokens.size() - (i + 1)
+                                                : 1);
+    for (size_t j = 0; j < plen; ++j) c.prompt.push_back(shift(g.prompt_tokens[j], i + 1));
+    for (int32_t t : g.decode_tokens) c.decode.push_back(shift(t, i + 1));
+    c.join = i % 2;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+/// Run every step of `g` on a fresh sequence of `model` and compare. Steps always run in order;
+/// options only choose what is compared and how the decode tokens are fed (chunks, rewind, batch).
+template <class ModelT>
+std::vector<StepReport> run(const Golden& g, ModelT& model, const RunOptions& opt = {}) {
+  using Sequence = typename ModelT::Sequence;
+  using Segment = typename ModelT::Segment;
+  std::vector<StepReport> out;
+  if (model.active()) model.release();
+  Sequence seq = model.make_sequence();
+  std::vector<Companion> others = companions(g, opt.batch_with);
+  std::vector<Sequence> other_seqs;
+  for (size_t i = 0; i < others.size(); ++i) other_seqs.push_back(model.make_sequence());
+
+  // one batched step: the golden's segment (tokens of steps first..first+n-1, each row into its
+  // own sink) plus one segment of every companion that is due
+  auto batch_step = [&](int first, const std::vector<int32_t>& tokens, std::vector<CollectSink>& sinks) {
+    std::vector<Segment> batch(1);
+    batch[0].seq = &seq;
+    batch[0].tokens = tokens;
+    batch[0].all_logits = first > 0;  // decode rows each compare their logits; a prompt its last
+    // a prompt's captures come with its last row (one sink); decode rows each have their own
+    batch[0].sinks = [&sinks, first](long row) -> CaptureSink* {
+      return &sinks.at(first == 0 ? 0 : static_cast<size_t>(row));
+    };
+    for (size_t i = 0; i < others.size(); ++i) {
+      Companion& c = others[i];
+      Sequence& s = other_seqs[i];
+      if (first < c.join) continue;
+      Segment o;
+      o.seq = &s;
+      if (s.length() == 0) {
+        o.tokens = c.prompt;
+      } else {
+        const long room = model.config().max_seq_len - s.length();
+        for (size_t j = 0; j < tokens.size() && c.next < c.decode.size() && static_cast<long>(j) < room; ++j)
+          o.tokens.push_back(c.decode[c.next++]);
+        if (o.tokens.empty()) continue;
+      }
+      batch.push_back(std::move(o));
+    }
+    return model.step(batch).at(0);
+  };
+
+  size_t step = 0, chunk = 0;
+  while (step < g.steps.size()) {
+    const bool prefill = step == 0;
+    size_t n = 1;
+    if (!prefill && !opt.chunks.empty()) n = static_cast<size_t>(opt.chunks[chunk++ % opt.chunks.size()]);
+    n = std::min(n, g.steps.size() - step);
+    std::vector<int32_t> tokens;
+    for (size_t j = 0; j < n; ++j)
+      for (int32_t t : g.steps[step + j].tokens) tokens.push_back(t);
+    std::vector<CollectSink> sinks(prefill ? 1 : n);
+    for (size_t j = 0; j < sinks.size(); ++j) {
+      sinks[j].force = opt.force_inputs;
+      sinks[j].step = &g.steps[step + j];
+    }
+    std::vector<StepResult> rows;
+    if (opt.batch_with > 0) {
+      rows = batch_step(static_cast<int>(step), tokens, sinks);
+    } else if (prefill) {
+      rows = {model.extend(seq, tokens, &sinks[0])};
+    } else {
+      rows = model.extend_rows(seq, tokens, [&sinks](long row) -> CaptureSink* { return &sinks.at(row); });
+    }
+    for (size_t j = 0; j < sinks.size(); ++j)
+      out.push_back(compare_step(g, g.steps[step + j], sinks[j], rows.at(prefill ? rows.size() - 1 : j).argmax, opt));
+    step += prefill ? 1 : n;
+    if (opt.rewind && step < g.steps.size()) {  // a rejected draft of two tokens, taken back
+      seq.checkpoint();
+      model.extend(seq, {rows.back().argmax, g.steps[step].tokens.at(0)});
+      seq.rollback();
+    }
+  }
   return out;
 }
 
