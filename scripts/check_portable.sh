@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
   -DDS41_BUILD_BENCHMARKS=OFF
 cmake --build build-portable -j2
-ctest --test-dir build-portable --output-on-failure
+# the golden at the released shapes takes minutes with vector code; the scalar fallback leaves it out
+ctest --test-dir build-portable --output-on-failure -j2 -LE slow
