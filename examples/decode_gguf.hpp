@@ -1,13 +1,14 @@
 // ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N]
-//             [--prompt 1,2,3] [--tokens N] [--cache-experts N]
+//             [--prompt 1,2,3] [--tokens N] [--cache-experts N | --cache-bytes N[K|M|G|T]]
 //
 // Greedy decoding of a model read from files: GGUF shards, or an official-format safetensors
 // checkpoint directory (config.json + model.safetensors.index.json + shards; --golden FILE
 // supplies the engram hash parameters, which come from the tokenizer and are not in config.json,
 // and the max_seq_len; --max-seq-len overrides it, default model.py's 4096). Routed experts are
 // streamed through an expert cache (default: half of one layer's experts, at least 1) with
-// next-layer prefetch, engram rows read on demand. Progress lines while indexing and loading;
-// cache counters at the end.
+// next-layer prefetch, engram rows read on demand; --cache-bytes gives the cache a byte budget
+// instead (it must hold one layer's n_activated_experts experts). Progress lines while indexing
+// and loading; cache counters at the end, with the hit rate of every layer.
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -24,12 +25,12 @@
 
 inline constexpr const char* kDecodeFilesUsage =
     "ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N] [--prompt 1,2,3] "
-    "[--tokens N] [--cache-experts N]";
+    "[--tokens N] [--cache-experts N | --cache-bytes N[K|M|G|T]]";
 
 /// Loads the model from `w` (GgufWeights or SafetensorsWeights), decodes, prints.
 template <class W>
 int ds41_decode_from(const W& w, const std::string& what, const std::vector<int32_t>& prompt, long n_tokens,
-                     long cache_experts, std::chrono::steady_clock::time_point t0) {
+                     long cache_experts, uint64_t cache_bytes, std::chrono::steady_clock::time_point t0) {
   using HB = ds41::HostBackend;
   const ds41::ModelConfig& c = w.config();
   std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", what.c_str(),
@@ -47,9 +48,12 @@ int ds41_decode_from(const W& w, const std::string& what, const std::vector<int3
       return 2;
     }
   ds41::StreamOptions opt;
-  opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
+  if (cache_bytes) opt.capacity_bytes = cache_bytes;
+  else opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
   ds41::StreamedExperts<HB>::Cache cache(w, opt);
-  std::printf("loading dense weights (experts streamed, cache of %ld experts)...\n", cache.capacity());
+  if (cache_bytes) ds41::StreamedExperts<HB>::check_budget(cache, c.n_activated_experts);
+  std::printf("loading dense weights (experts streamed, cache of %ld experts of %llu bytes)...\n", cache.capacity(),
+              static_cast<unsigned long long>(cache.slices().max_expert_bytes()));
   std::fflush(stdout);
   ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
   auto t1 = std::chrono::steady_clock::now();
@@ -71,6 +75,13 @@ int ds41_decode_from(const W& w, const std::string& what, const std::vector<int3
   std::printf("expert cache: %lu hits, %lu misses, %lu prefetch hits (prefetch hit rate %.2f), %lu bytes read\n",
               static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),
               static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(), static_cast<unsigned long>(k.bytes_read));
+  std::printf("expert reads: %.3f s reading, %.3f s waited for (%.0f%% hidden behind compute)\n", k.read_seconds,
+              k.wait_seconds, 100.0 * k.hidden_share());
+  std::printf("hit rate by layer:");
+  for (size_t l = 0; l < k.layer_hits.size(); ++l)
+    std::printf(" %zu:%.2f(%lu/%lu)", l, k.hit_rate(static_cast<int>(l)), static_cast<unsigned long>(k.layer_hits[l]),
+                static_cast<unsigned long>(k.layer_hits[l] + k.layer_misses[l]));
+  std::printf("\n");
   return 0;
 }
 
@@ -85,7 +96,24 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     return true;
   };
   std::string gguf, checkpoint, golden_path, prompt_arg = "0,1,2,3";
+  auto bytes = [](std::string v, uint64_t* out) {
+    uint64_t mult = 1;
+    if (!v.empty()) {
+      const char u = v.back();
+      const int shift = u == 'K' || u == 'k' ? 10 : u == 'M' || u == 'm' ? 20 : u == 'G' || u == 'g' ? 30 : u == 'T' || u == 't' ? 40 : 0;
+      if (shift) {
+        mult = uint64_t{1} << shift;
+        v.pop_back();
+      }
+    }
+    if (v.empty() || v.size() > 15 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+    const uint64_t n = std::stoull(v);
+    if (n == 0 || n > (uint64_t{1} << 52) / mult) return false;
+    *out = n * mult;
+    return true;
+  };
   long n_tokens = 16, cache_experts = 0, max_seq_len = 0;
+  uint64_t cache_bytes = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(a + " needs a value");
@@ -96,9 +124,11 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     else if (a == "--prompt") prompt_arg = v;
     else if (a == "--tokens") { if (!count(v, &n_tokens) || n_tokens < 1) return usage("--tokens: not a count: " + v); }
     else if (a == "--cache-experts") { if (!count(v, &cache_experts) || cache_experts < 1) return usage("--cache-experts: not a count: " + v); }
+    else if (a == "--cache-bytes") { if (!bytes(v, &cache_bytes)) return usage("--cache-bytes: not a byte count: " + v); }
     else if (a == "--max-seq-len") { if (!count(v, &max_seq_len) || max_seq_len < 1) return usage("--max-seq-len: not a count: " + v); }
     else return usage("unknown argument " + a);
   }
+  if (cache_experts && cache_bytes) return usage("give one of --cache-experts and --cache-bytes");
   if (gguf.empty() == checkpoint.empty()) return usage("give one of --gguf FIRST_SHARD and --checkpoint DIR");
   if (!gguf.empty() && (!golden_path.empty() || max_seq_len))
     return usage("--golden and --max-seq-len go with --checkpoint (a GGUF file carries both)");
@@ -118,7 +148,7 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     };
     if (!gguf.empty()) {
       ds41::GgufWeights w(gguf, progress);
-      return ds41_decode_from(w, gguf, prompt, n_tokens, cache_experts, t0);
+      return ds41_decode_from(w, gguf, prompt, n_tokens, cache_experts, cache_bytes, t0);
     }
     std::optional<ds41::EngramHashParams> engram;
     long seq = 4096;  // model.py's ModelArgs.max_seq_len
@@ -129,7 +159,7 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     }
     if (max_seq_len) seq = max_seq_len;
     ds41::SafetensorsWeights w(checkpoint, seq, engram, progress);
-    return ds41_decode_from(w, checkpoint, prompt, n_tokens, cache_experts, t0);
+    return ds41_decode_from(w, checkpoint, prompt, n_tokens, cache_experts, cache_bytes, t0);
   } catch (const ds41::Error& e) {
     std::fprintf(stderr, "ds41-decode: %s\n", e.what());
     return 2;

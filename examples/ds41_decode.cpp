@@ -51,7 +51,10 @@ int main(int argc, char** argv) {
                   "  --checkpoint DIR    a model from an official safetensors checkpoint (docs/SAFETENSORS.md)\n"
                   "  --max-seq-len N     with --checkpoint: the sequence limit (default: the golden's, else 4096)\n"
                   "  --cache-experts N   with --gguf/--checkpoint: routed experts in the streaming cache\n"
-                  "                      (default: half of one layer's)\n",
+                  "                      (default: half of one layer's)\n"
+                  "  --cache-bytes N     with --gguf/--checkpoint: the streaming cache's budget in bytes instead\n"
+                  "                      (suffix K, M, G or T: binary multiples; at least one layer's\n"
+                  "                      n_activated_experts experts); the counters show the hit rate by layer\n",
                   kDecodeFilesUsage);
       return 0;
     }

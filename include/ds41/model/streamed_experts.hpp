@@ -6,11 +6,17 @@
 //   ExpertSource    a file format's slice map, reads and conversion: GgufExpertSource (each of
 //                   w1/w2/w3 one slice of the merged blk.l.ffn_{gate,down,up}_exps) and
 //                   SafetensorsExpertSource (six tensors: three weights, three scales)
-//   StagingRing     slots of raw expert bytes filled by pread (page-locked when the backend has
-//                   B::alloc_pinned); a background thread serves prefetch requests into it
+//   StagingRing     slots of raw expert bytes (page-locked when the backend has B::alloc_pinned),
+//                   sized in slots or in bytes; `readers` background threads serve prefetch
+//                   requests into it, so several expert reads are in flight at once
+//   DirectFile      (io/direct_reader.hpp) the reads: buffered pread by default; with
+//                   direct_io, O_DIRECT into block-aligned slot layouts (each run of an expert's
+//                   adjacent slices read as its aligned covering span, the inner part used), or
+//                   pread + posix_fadvise(DONTNEED) where the file system refuses O_DIRECT
 //   ExpertArena     slots of backend-resident ExpertWeights, reused as experts come and go
 //   ExpertLru       which (layer, expert) sits in which arena slot, least recently used first
-//   ExpertCache     the above, shared by all layers; counters: hits, misses, prefetch hits, bytes
+//   ExpertCache     the above, shared by all layers; counters: hits, misses, prefetch hits, bytes,
+//                   per layer hits/misses, seconds spent reading and seconds the caller waited
 //
 // Prefetch: MoeT of layer L runs layer L+1's router on its own MoE input and hands the experts it
 // names to StreamedExperts::prefetch, which queues their reads; when layer L+1 asks for one
@@ -19,6 +25,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <list>
@@ -29,6 +36,7 @@
 #include <utility>
 #include <vector>
 #include "../backend/host_buffer.hpp"
+#include "../io/direct_reader.hpp"
 #include "../io/gguf_weights.hpp"
 #include "../io/safetensors_weights.hpp"
 #include "moe.hpp"
@@ -37,9 +45,12 @@ namespace ds41 {
 
 struct StreamOptions {
   long capacity_experts = 0;    // arena slots; 0: derive from capacity_bytes
-  uint64_t capacity_bytes = 0;  // arena budget in bytes of converted expert weights
+  uint64_t capacity_bytes = 0;  // arena budget in bytes (of stored expert bytes: one expert's slices)
   int staging_slots = 16;       // raw expert buffers for reads in flight or waiting to be used
-  bool background = true;       // prefetch reads on a worker thread (false: read at prefetch time)
+  uint64_t staging_bytes = 0;   // when > 0: the staging ring in bytes (as many slots as fit, at least 1)
+  bool background = true;       // prefetch reads on worker threads (false: read at prefetch time)
+  int readers = 1;              // prefetch worker threads: expert reads in flight at once
+  bool direct_io = false;       // bypass the page cache: O_DIRECT, else pread + fadvise(DONTNEED)
 };
 
 struct ExpertCounters {
@@ -49,10 +60,21 @@ struct ExpertCounters {
   uint64_t prefetch_issued = 0; // reads queued by prefetch
   uint64_t prefetch_dropped = 0;// predictions never used (their staging slot was recycled)
   uint64_t bytes_read = 0;      // bytes read from the shards for experts
+  double read_seconds = 0;      // time spent in expert reads, summed over every reading thread
+  double wait_seconds = 0;      // time get() spent waiting for reads (its own or a prefetch's)
+  double convert_seconds = 0;   // time get() spent converting staged bytes into arena slots
+  std::vector<uint64_t> layer_hits, layer_misses;  // per layer: arena hits; misses + prefetch hits
   double prefetch_hit_rate() const {
     const uint64_t asked = misses + prefetch_hits;
     return asked ? static_cast<double>(prefetch_hits) / static_cast<double>(asked) : 0.0;
   }
+  /// Share of layer l's requests found resident in the arena.
+  double hit_rate(int l) const {
+    const uint64_t h = layer_hits.at(l), n = h + layer_misses.at(l);
+    return n ? static_cast<double>(h) / static_cast<double>(n) : 0.0;
+  }
+  /// Share of the read time the caller did not wait for (hidden behind its compute).
+  double hidden_share() const { return read_seconds > 0 ? std::max(0.0, 1.0 - wait_seconds / read_seconds) : 0.0; }
 };
 
 /// Where every routed expert's bytes live: per (layer, expert) the byte ranges ("slices") that
@@ -86,17 +108,17 @@ class ExpertSliceMap {
   std::vector<std::vector<Expert>> layers_;
 };
 
-/// What ExpertCache streams from: the slice map of a model's files, positional reads, and the
-/// conversion of one expert's staged bytes (its slices back to back) into three HostTensors.
-/// Implementations: GgufExpertSource (merged [E, rows, cols] tensors) and
-/// SafetensorsExpertSource (six tensors per expert). read() and decode() may run on the
-/// prefetch thread.
+/// What ExpertCache streams from: the slice map of a model's files, the files' paths (the cache
+/// reads them itself), and the conversion of one expert's staged slices (parts[i]: the bytes of
+/// slices().at(layer, e).parts[i]) into three HostTensors. Implementations: GgufExpertSource
+/// (merged [E, rows, cols] tensors) and SafetensorsExpertSource (six tensors per expert).
+/// decode() runs on the calling thread.
 class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
   virtual const ExpertSliceMap& slices() const = 0;
-  virtual void read(const ExpertSliceMap::Slice& s, uint8_t* dst) const = 0;
-  virtual std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const = 0;
+  virtual std::vector<std::string> shard_paths() const = 0;
+  virtual std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const = 0;
 };
 
 /// GGUF: llama.cpp stores a layer's routed experts as three merged [E, rows, cols] tensors, so
@@ -131,19 +153,17 @@ class GgufExpertSource : public ExpertSource {
     }
   }
   const ExpertSliceMap& slices() const override { return map_; }
-  void read(const ExpertSliceMap::Slice& sl, uint8_t* dst) const override {
-    shards_->read(sl.shard, dst, sl.bytes, sl.offset, "expert slice");
+  std::vector<std::string> shard_paths() const override {
+    std::vector<std::string> p;
+    for (int i = 0; i < shards_->shard_count(); ++i) p.push_back(shards_->shard(i).path());
+    return p;
   }
-  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const override {
+  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const override {
     const ExpertSliceMap::Expert& ex = map_.at(layer, e);
     std::array<HostTensor, 3> out;
-    uint64_t at = 0;
-    for (int i = 0; i < 3; ++i) {
-      const auto& sl = ex.parts[i];
-      out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], bytes + at, sl.bytes, gguf::Part::kWhole,
+    for (int i = 0; i < 3; ++i)
+      out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], parts[i], ex.parts[i].bytes, gguf::Part::kWhole,
                                    "expert " + std::to_string(e) + " of layer " + std::to_string(layer));
-      at += sl.bytes;
-    }
     return out;
   }
 
@@ -185,18 +205,18 @@ class SafetensorsExpertSource : public ExpertSource {
     }
   }
   const ExpertSliceMap& slices() const override { return map_; }
-  void read(const ExpertSliceMap::Slice& sl, uint8_t* dst) const override {
-    shards_->read(sl.shard, dst, sl.bytes, sl.offset, "expert tensor data");
+  std::vector<std::string> shard_paths() const override {
+    std::vector<std::string> p;
+    for (int i = 0; i < shards_->shard_count(); ++i) p.push_back(shards_->shard(i).path());
+    return p;
   }
-  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* bytes) const override {
+  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const override {
     std::array<HostTensor, 3> out;
-    uint64_t at = 0;
+    int at = 0;
     for (int k = 0; k < 3; ++k) {
       const SafetensorsWeights::Parts& p = parts_.at(layer).at(e)[k];
-      const uint8_t* wb = bytes + at;
-      at += p.weight->bytes;
-      const uint8_t* sb = bytes + at;
-      if (p.scale) at += p.scale->bytes;
+      const uint8_t* wb = parts[at++];
+      const uint8_t* sb = p.scale ? parts[at++] : nullptr;
       out[k] = safetensors::decode_parts(*shards_, p, wb, sb);
     }
     return out;
@@ -288,16 +308,33 @@ class ExpertCache {
       : ExpertCache(std::make_shared<SafetensorsExpertSource>(w), o) {}
   ExpertCache(std::shared_ptr<const ExpertSource> src, const StreamOptions& o = {})
       : src_(std::move(src)), opt_(o) {
-    const uint64_t per = src_->slices().max_expert_bytes();
+    const ExpertSliceMap& map = src_->slices();
+    const uint64_t per = map.max_expert_bytes();
     long cap = o.capacity_experts;
     if (cap <= 0 && o.capacity_bytes > 0) cap = static_cast<long>(o.capacity_bytes / std::max<uint64_t>(per, 1));
     DS41_CHECK(cap >= 1, "expert cache: capacity must hold at least one expert (", per, " bytes); got ",
                o.capacity_experts, " experts / ", o.capacity_bytes, " bytes");
     DS41_CHECK(o.staging_slots >= 1, "expert cache: staging_slots must be >= 1");
+    DS41_CHECK(o.readers >= 1 && o.readers <= 64, "expert cache: readers must be in [1, 64], got ", o.readers);
+    for (const std::string& path : src_->shard_paths())
+      files_.emplace_back(path, o.direct_io ? DirectFile::Mode::kDirect : DirectFile::Mode::kBuffered);
+    // one slot holds any expert laid out as its runs' aligned spans, plus room to align the base
+    for (int l = 0; l < map.layers(); ++l)
+      for (int e = 0; e < map.experts(); ++e) {
+        uint64_t b = 0;
+        for (const Run& r : runs(map.at(l, e))) b += span_bytes(r.offset, r.bytes);
+        slot_bytes_ = std::max(slot_bytes_, b);
+      }
+    slot_bytes_ += kDirectAlign;
+    const long slots = o.staging_bytes > 0 ? std::max<long>(1, static_cast<long>(o.staging_bytes / slot_bytes_))
+                                           : o.staging_slots;
     lru_ = ExpertLru(cap);
     arena_ = ExpertArena<B>(cap);
-    for (int i = 0; i < o.staging_slots; ++i) ring_.push_back(Staged{alloc_staging<B>(per)});
-    if (o.background) worker_ = std::thread([this] { serve(); });
+    for (long i = 0; i < slots; ++i) ring_.push_back(Staged{alloc_staging<B>(slot_bytes_)});
+    counters_.layer_hits.assign(map.layers(), 0);
+    counters_.layer_misses.assign(map.layers(), 0);
+    if (o.background)
+      for (int i = 0; i < o.readers; ++i) workers_.emplace_back([this] { serve(); });
   }
   ~ExpertCache() {
     {
@@ -305,53 +342,100 @@ class ExpertCache {
       stop_ = true;
     }
     cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    for (std::thread& t : workers_) t.join();
   }
   ExpertCache(const ExpertCache&) = delete;
   ExpertCache& operator=(const ExpertCache&) = delete;
 
   const ExpertSliceMap& slices() const { return src_->slices(); }
   long capacity() const { return lru_.capacity(); }
+  /// True when the capacity came from StreamOptions::capacity_bytes (no capacity_experts given).
+  bool budget_in_bytes() const { return opt_.capacity_experts <= 0; }
+  /// Staging ring: slots and bytes per slot.
+  long staging_slots() const { return static_cast<long>(ring_.size()); }
+  uint64_t staging_slot_bytes() const { return slot_bytes_; }
+  /// True when every shard is read with O_DIRECT (false: buffered, or a fallback happened).
+  bool direct_io() const {
+    for (const DirectFile& f : files_)
+      if (!f.direct()) return false;
+    return !files_.empty();
+  }
   ExpertCounters counters() const {
     std::lock_guard<std::mutex> g(mu_);
     ExpertCounters c = counters_;
     c.bytes_read = bytes_read_.load();
+    c.read_seconds = static_cast<double>(read_ns_.load()) * 1e-9;
     return c;
   }
   void reset_counters() {
     std::lock_guard<std::mutex> g(mu_);
+    const size_t L = counters_.layer_hits.size();
     counters_ = {};
+    counters_.layer_hits.assign(L, 0);
+    counters_.layer_misses.assign(L, 0);
     bytes_read_ = 0;
+    read_ns_ = 0;
   }
+  /// Forget every resident expert (the arena's buffers are kept): the next get() of each reads again.
+  void clear() { lru_ = ExpertLru(lru_.capacity()); }
 
   /// Expert e of `layer`, resident in backend memory until a later get() evicts it.
   const ExpertWeights<B>& get(int layer, int e) {
     const Key k{layer, e};
+    DS41_CHECK(layer >= 0 && layer < slices().layers() && e >= 0 && e < slices().experts(), "expert cache: expert ",
+               e, " of layer ", layer, " is outside the file's ", slices().layers(), " layers of ", slices().experts(),
+               " experts");
     if (long slot = lru_.find(k); slot >= 0) {
       std::lock_guard<std::mutex> g(mu_);
       ++counters_.hits;
+      ++counters_.layer_hits[layer];
       return arena_.at(slot);
     }
+    const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lk(mu_);
+    ++counters_.layer_misses[layer];
     int s = find_staged(k);
     if (s >= 0) {
       ++counters_.prefetch_hits;
-      cv_.wait(lk, [&] { return ring_[s].state == State::kReady; });
+      cv_.wait(lk, [&] { return ring_[s].state == State::kReady || ring_[s].state == State::kFree || ring_[s].key != k; });
+      if (ring_[s].state != State::kReady || ring_[s].key != k) s = -1;  // its read failed: read (and report) here
     } else {
       ++counters_.misses;
+    }
+    if (s < 0) {
       cv_.wait(lk, [&] { return (s = free_slot(true)) >= 0; });
       ring_[s].key = k;
       ring_[s].state = State::kReading;
       lk.unlock();
-      read_into(ring_[s], k);
+      try {
+        read_into(ring_[s], k);
+      } catch (...) {
+        lk.lock();
+        ring_[s].state = State::kFree;
+        cv_.notify_all();
+        throw;
+      }
       lk.lock();
       ring_[s].state = State::kReady;
     }
     ring_[s].state = State::kBusy;  // converting: no one may recycle it
+    counters_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lk.unlock();
-    const long slot = lru_.insert(k);
-    arena_.fill(slot, decode(ring_[s], k));  // ring slot kBusy: safe to read without the lock
+    long slot = -1;
+    const auto t1 = std::chrono::steady_clock::now();
+    try {
+      std::array<HostTensor, 3> w = decode(ring_[s], k);  // ring slot kBusy: safe to read without the lock
+      slot = lru_.insert(k);
+      arena_.fill(slot, w);
+    } catch (...) {
+      if (slot >= 0) lru_ = ExpertLru(lru_.capacity());  // a half-filled slot must not be found later
+      lk.lock();
+      ring_[s].state = State::kFree;
+      cv_.notify_all();
+      throw;
+    }
     lk.lock();
+    counters_.convert_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     ring_[s].state = State::kFree;
     cv_.notify_all();
     return arena_.at(slot);
@@ -371,7 +455,13 @@ class ExpertCache {
       if (!opt_.background) {
         ring_[s].state = State::kReading;
         lk.unlock();
-        read_into(ring_[s], k);
+        try {
+          read_into(ring_[s], k);
+        } catch (...) {  // not fatal: get() reads (and reports) again
+          lk.lock();
+          ring_[s].state = State::kFree;
+          continue;
+        }
         lk.lock();
         ring_[s].state = State::kReady;
         ring_[s].prefetched = true;
@@ -389,6 +479,7 @@ class ExpertCache {
   using StagingBuf = decltype(alloc_staging<B>(0));
   struct Staged {
     StagingBuf buf;
+    std::vector<const uint8_t*> parts;  // where each slice of `key` starts in buf after the read
     Key key{-1, -1};
     State state = State::kFree;
     bool prefetched = false;
@@ -418,17 +509,46 @@ class ExpertCache {
     }
     return best;
   }
+  /// Adjacent slices of one shard, read as one span.
+  struct Run {
+    int shard = 0;
+    uint64_t offset = 0, bytes = 0;
+    size_t first = 0, count = 0;  // the slices it covers
+  };
+  static std::vector<Run> runs(const ExpertSliceMap::Expert& ex) {
+    std::vector<Run> out;
+    for (size_t i = 0; i < ex.parts.size(); ++i) {
+      const auto& sl = ex.parts[i];
+      if (!out.empty() && out.back().shard == sl.shard && out.back().offset + out.back().bytes == sl.offset) {
+        out.back().bytes += sl.bytes;
+        ++out.back().count;
+      } else {
+        out.push_back({sl.shard, sl.offset, sl.bytes, i, 1});
+      }
+    }
+    return out;
+  }
   void read_into(Staged& st, const Key& k) {
+    const auto t0 = std::chrono::steady_clock::now();
     const ExpertSliceMap::Expert& ex = src_->slices().at(k.first, k.second);
+    const uintptr_t raw = reinterpret_cast<uintptr_t>(st.buf.data());
+    uint8_t* base = st.buf.data() + (align_up(raw) - raw);
+    st.parts.assign(ex.parts.size(), nullptr);
     uint64_t at = 0;
-    for (const auto& sl : ex.parts) {
-      src_->read(sl, st.buf.data() + at);
-      at += sl.bytes;
+    for (const Run& r : runs(ex)) {
+      DS41_CHECK(r.shard >= 0 && r.shard < static_cast<int>(files_.size()), "expert cache: expert ", k.second,
+                 " of layer ", k.first, " names shard ", r.shard, " of ", files_.size());
+      const uint8_t* p = files_[r.shard].read(base + at, r.offset, r.bytes,
+                                              "expert " + std::to_string(k.second) + " of layer " + std::to_string(k.first));
+      for (size_t i = r.first; i < r.first + r.count; ++i) st.parts[i] = p + (ex.parts[i].offset - r.offset);
+      at += span_bytes(r.offset, r.bytes);
     }
     bytes_read_ += ex.bytes;
+    read_ns_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
   std::array<HostTensor, 3> decode(const Staged& st, const Key& k) const {
-    return src_->decode(k.first, k.second, st.buf.data());
+    return src_->decode(k.first, k.second, st.parts.data());
   }
   void serve() {
     std::unique_lock<std::mutex> lk(mu_);
@@ -458,6 +578,8 @@ class ExpertCache {
 
   std::shared_ptr<const ExpertSource> src_;
   StreamOptions opt_;
+  std::vector<DirectFile> files_;  // one per shard; read() is safe from several threads
+  uint64_t slot_bytes_ = 0;
   ExpertLru lru_;
   ExpertArena<B> arena_;
   mutable std::mutex mu_;
@@ -468,7 +590,8 @@ class ExpertCache {
   bool stop_ = false;
   ExpertCounters counters_;
   std::atomic<uint64_t> bytes_read_{0};
-  std::thread worker_;
+  std::atomic<uint64_t> read_ns_{0};
+  std::vector<std::thread> workers_;
 };
 
 /// ExpertStore policy: one layer's view of a model-wide ExpertCache.
@@ -483,6 +606,17 @@ class StreamedExperts {
     DS41_CHECK(cache.slices().layers() == c.n_layers && cache.slices().experts() == c.n_routed_experts,
                "streamed experts: the cache's file has ", cache.slices().layers(), " layers of ",
                cache.slices().experts(), " experts, the config ", c.n_layers, " of ", c.n_routed_experts);
+    if (cache.budget_in_bytes()) check_budget(cache, c.n_activated_experts);
+  }
+  /// One layer's step routes to `active` experts: a cache that cannot hold them is an error.
+  /// Applied to byte budgets (StreamOptions::capacity_bytes) when a layer is built; an explicit
+  /// capacity_experts below a step is allowed (it thrashes within the layer, and the golden tests
+  /// use one to exercise eviction); callers that want the check for it too call this.
+  static void check_budget(const Cache& cache, int active) {
+    const uint64_t per = cache.slices().max_expert_bytes();
+    DS41_CHECK(cache.capacity() >= active, "streamed experts: the expert cache holds ", cache.capacity(),
+               " experts (", cache.capacity() * per, " bytes at ", per, " bytes per expert), but one layer's step needs ",
+               active, " (n_activated_experts: ", static_cast<uint64_t>(active) * per, " bytes)");
   }
   void prefetch(const std::vector<int>& experts) { cache_->prefetch(layer_, experts); }
   const ExpertWeights<B>& get(int e) { return cache_->get(layer_, e); }

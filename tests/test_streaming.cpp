@@ -1,0 +1,187 @@
+// Streamed experts' read path: O_DIRECT (or its buffered + DONTNEED fallback) gives the same
+// resident bits as buffered pread, over GGUF shards and a safetensors checkpoint, with several
+// reads in flight and a ring sized in bytes; a file that ends early and a budget below one
+// layer's step are ds41::Errors naming what went wrong.
+#include <doctest/doctest.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include "ds41/ds41.hpp"
+#include "ds41/io/gguf.hpp"
+#include "ds41/io/golden.hpp"
+#include "ds41/io/safetensors_weights.hpp"
+#include "ds41/model/streamed_experts.hpp"
+
+using namespace ds41;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh directory on disk (/var/tmp when it exists: /tmp may be tmpfs, which refuses
+/// O_DIRECT; the tests pass either way), removed with everything in it.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(fs::path root = {}) {
+    if (root.empty()) root = fs::is_directory("/var/tmp") ? fs::path("/var/tmp") : fs::temp_directory_path();
+    std::string t = (root / "ds41-streaming-XXXXXX").string();
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const golden::Golden& tiny() {
+  static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");
+  return g;
+}
+
+using HB = HostBackend;
+
+template <class Buf>
+bool same_buffer(const Buf& a, const Buf& b) {
+  return a.size() == b.size() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(*a.data())) == 0);
+}
+
+bool same_matrix(const Matrix<HB>& a, const Matrix<HB>& b) {
+  return same_buffer(a.payload, b.payload) && same_buffer(a.scales, b.scales) && a.v.rows == b.v.rows &&
+         a.v.cols == b.v.cols && a.v.format == b.v.format;
+}
+
+/// Every expert of every layer through a buffered cache and a direct one (3 readers, a ring sized
+/// in bytes, the next two experts prefetched before each get()): the same bits.
+long compare_direct_with_buffered(ExpertCache<HB>& buffered, ExpertCache<HB>& direct) {
+  const ExpertSliceMap& m = buffered.slices();
+  long compared = 0;
+  for (int l = 0; l < m.layers(); ++l) {
+    for (int e = 0; e < m.experts(); ++e) {
+      for (int d = 1; d <= 2; ++d) {
+        const int i = l * m.experts() + e + d;
+        if (i < m.layers() * m.experts()) direct.prefetch(i / m.experts(), {i % m.experts()});
+      }
+      const ExpertWeights<HB>& a = buffered.get(l, e);
+      const ExpertWeights<HB>& b = direct.get(l, e);
+      CHECK_MESSAGE(same_matrix(a.w1, b.w1), "layer ", l, " expert ", e, " w1");
+      CHECK_MESSAGE(same_matrix(a.w2, b.w2), "layer ", l, " expert ", e, " w2");
+      CHECK_MESSAGE(same_matrix(a.w3, b.w3), "layer ", l, " expert ", e, " w3");
+      ++compared;
+    }
+  }
+  return compared;
+}
+
+StreamOptions direct_options(uint64_t per_expert) {
+  StreamOptions o;
+  o.capacity_experts = 2;
+  o.direct_io = true;
+  o.readers = 3;
+  o.staging_bytes = 4 * (per_expert + 4 * kDirectAlign);  // 4 slots when the parts need alignment slack
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread (GGUF, 2 shards)") {
+  // on disk, and on tmpfs where there is one (/dev/shm: O_DIRECT refused, buffered + DONTNEED)
+  std::vector<fs::path> roots{""};
+  if (fs::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0) roots.push_back("/dev/shm");
+  for (const fs::path& root : roots) {
+  CAPTURE(root.string());
+  TempDir dir(root);
+  const golden::Golden& g = tiny();
+  const auto paths = gguf::write_model(g.config, golden::regenerate_weights(g), dir.file("tiny"), 2);
+  GgufWeights w(paths[0]);
+  ExpertCache<HB> buffered(w, {.capacity_experts = 2});
+  ExpertCache<HB> direct(w, direct_options(buffered.slices().max_expert_bytes()));
+  MESSAGE("O_DIRECT in use: ", std::string(direct.direct_io() ? "yes" : "no (refused: buffered + DONTNEED)"), "; ring ",
+          direct.staging_slots(), " slots of ", direct.staging_slot_bytes(), " bytes");
+  CHECK(!buffered.direct_io());
+  CHECK(direct.staging_slots() >= 3);
+  const long n = compare_direct_with_buffered(buffered, direct);
+  CHECK(n == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+  const ExpertCounters k = direct.counters();
+  CHECK(k.bytes_read >= static_cast<uint64_t>(n) * direct.slices().max_expert_bytes() / 2);
+  CHECK(k.prefetch_hits > 0);
+  CHECK(k.read_seconds > 0);
+  REQUIRE(k.layer_hits.size() == static_cast<size_t>(g.config.n_layers));
+  uint64_t asked = 0;
+  for (int l = 0; l < g.config.n_layers; ++l) asked += k.layer_hits[l] + k.layer_misses[l];
+  CHECK(asked == static_cast<uint64_t>(n));
+  }
+}
+
+TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread (safetensors checkpoint)") {
+  const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_fp8_golden.json");
+  SafetensorsWeights w(DS41_GOLDEN_DIR "/ds41_tiny_fp8_ckpt", g.config.max_seq_len, g.config.engram);
+  ExpertCache<HB> buffered(w, {.capacity_experts = 2});
+  ExpertCache<HB> direct(w, direct_options(buffered.slices().max_expert_bytes()));
+  MESSAGE("O_DIRECT in use: ", std::string(direct.direct_io() ? "yes" : "no (refused: buffered + DONTNEED)"));
+  CHECK(compare_direct_with_buffered(buffered, direct) == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+}
+
+TEST_CASE("streaming: a shard that ends early is an error naming the file and the expert") {
+  TempDir dir;
+  const golden::Golden& g = tiny();
+  const auto paths = gguf::write_model(g.config, golden::regenerate_weights(g), dir.file("tiny"), 1);
+  GgufWeights w(paths[0]);
+  for (bool direct : {false, true}) {
+    CAPTURE(direct);
+    StreamOptions o;
+    o.capacity_experts = 2;
+    o.direct_io = direct;
+    ExpertCache<HB> cache(w, o);
+    const int L = g.config.n_layers - 1, E = g.config.n_routed_experts - 1;
+    const ExpertSliceMap::Slice last = cache.slices().at(L, E).parts.back();  // blk.L.ffn_up_exps, expert E
+    CHECK(error_of([&] { cache.get(0, 0); }).empty());
+    REQUIRE(::truncate(paths[0].c_str(), static_cast<off_t>(last.offset + last.bytes / 2)) == 0);
+    const std::string e = error_of([&] { cache.get(L, E); });
+    CHECK(e.find(paths[0]) != std::string::npos);
+    CHECK(e.find("expert " + std::to_string(E) + " of layer " + std::to_string(L)) != std::string::npos);
+    CHECK(e.find("short read") != std::string::npos);
+    MESSAGE(e);
+    // the cache stays usable for experts still in the file
+    CHECK(error_of([&] { cache.get(0, 1); }).empty());
+    // put the bytes back for the next round
+    fs::remove(paths[0]);
+    gguf::write_model(g.config, golden::regenerate_weights(g), dir.file("tiny"), 1);
+  }
+}
+
+TEST_CASE("streaming: a cache budget below one layer's step is an error") {
+  TempDir dir;
+  const golden::Golden& g = tiny();
+  const auto paths = gguf::write_model(g.config, golden::regenerate_weights(g), dir.file("tiny"), 1);
+  GgufWeights w(paths[0]);
+  const uint64_t per = ExpertCache<HB>(w, {.capacity_experts = 1}).slices().max_expert_bytes();
+  REQUIRE(g.config.n_activated_experts >= 2);
+  // a byte budget for one expert fewer than a step routes to
+  ExpertCache<HB> small(w, {.capacity_bytes = per * (g.config.n_activated_experts - 1)});
+  CHECK(small.capacity() == g.config.n_activated_experts - 1);
+  const std::string e = error_of([&] { StreamedExperts<HB>(w.config(), w, 0, small); });
+  CHECK(e.find("n_activated_experts") != std::string::npos);
+  CHECK(e.find("needs " + std::to_string(g.config.n_activated_experts)) != std::string::npos);
+  MESSAGE(e);
+  const std::string m = error_of([&] { Model<HB, StreamedExperts<HB>> model(w.config(), w, small); });
+  CHECK(m.find("n_activated_experts") != std::string::npos);
+  // below one expert
+  const std::string z = error_of([&] { ExpertCache<HB> c(w, {.capacity_bytes = per - 1}); });
+  CHECK(z.find("at least one expert") != std::string::npos);
+  // exactly a step's worth is accepted
+  ExpertCache<HB> enough(w, {.capacity_bytes = per * g.config.n_activated_experts});
+  CHECK(error_of([&] { StreamedExperts<HB>(w.config(), w, 0, enough); }).empty());
+}
