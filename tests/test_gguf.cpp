@@ -10,6 +10,7 @@
 #include "ds41/io/golden_run.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
+#include "temp_dir.hpp"
 
 using namespace ds41;
 using namespace ds41::gguf;
@@ -17,31 +18,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds41-gguf-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+/// A temporary directory of this test binary (tests/temp_dir.hpp).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("ds41-gguf") {}
 };
-
-/// The message of the ds41::Error `f` throws ("" when it does not throw).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 const golden::Golden& tiny() {
   static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");

@@ -14,6 +14,7 @@
 #include "ds41/io/safetensors_writer.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
+#include "temp_dir.hpp"
 
 using namespace ds41;
 namespace fs = std::filesystem;
@@ -23,30 +24,11 @@ namespace {
 
 const std::string kCkpt = DS41_GOLDEN_DIR "/ds41_tiny_fp8_ckpt";
 
-/// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "ds41-st-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+/// A temporary directory of this test binary (tests/temp_dir.hpp).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("ds41-st") {}
 };
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 const golden::Golden& fp8_golden() {
   static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_fp8_golden.json");
