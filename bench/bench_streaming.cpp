@@ -18,7 +18,8 @@
 //   BM_ReleasedStore/prefetch/readers
 //                                  64 random experts through ExpertCache (O_DIRECT, `readers`
 //                                  reader threads), get() after get(), with (1) or without (0)
-//                                  the next 6 prefetched while the current 6 are converted
+//                                  the next 6 prefetched while the current 6 are converted;
+//                                  convert_on_readers=1: the reader threads also convert
 //   BM_ReleasedDecode/readers      8 decode steps over both layers at a 25% cache budget (192
 //                                  experts), the page cache dropped once at the start: 6 experts
 //                                  per layer drawn with a Zipf(1) skew, each used by a one-token
@@ -326,8 +327,9 @@ BENCHMARK(BM_RawDirect)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-StreamOptions released_options(int readers, long capacity) {
+StreamOptions released_options(int readers, long capacity, bool convert_on_readers) {
   StreamOptions o;
+  o.convert_on_readers = convert_on_readers;
   o.capacity_experts = capacity;
   o.direct_io = true;
   o.readers = readers;
@@ -340,7 +342,8 @@ void BM_ReleasedStore(benchmark::State& st) {
   if (!R.src) return st.SkipWithError(R.error.c_str());
   const bool prefetch = st.range(0) != 0;
   const int readers = static_cast<int>(st.range(1));
-  ExpertCache<HostBackend> cache(R.src, released_options(readers, kActive));
+  const bool convert = st.range(2) != 0;
+  ExpertCache<HostBackend> cache(R.src, released_options(readers, kActive, convert));
   uint64_t seed = 100;
   for (auto _ : st) {
     st.PauseTiming();
@@ -363,14 +366,16 @@ void BM_ReleasedStore(benchmark::State& st) {
   st.counters["read_s/it"] = k.read_seconds / it;  // summed over reading threads
   st.counters["wait_s/it"] = k.wait_seconds / it;
   st.counters["convert_s/it"] = k.convert_seconds / it;
+  st.counters["reader_convert_s/it"] = k.reader_convert_seconds / it;
   st.SetLabel(std::string(cache.direct_io() ? "O_DIRECT" : "buffered+DONTNEED") + ", ring " +
               std::to_string(cache.staging_slots()) + " slots, cache dropped by " + R.how_dropped);
 }
 BENCHMARK(BM_ReleasedStore)
-    ->ArgNames({"prefetch", "readers"})
-    ->Args({0, 1})
-    ->Args({1, 1})
-    ->Args({1, 4})
+    ->ArgNames({"prefetch", "readers", "convert_on_readers"})
+    ->Args({0, 1, 0})
+    ->Args({1, 1, 0})
+    ->Args({1, 4, 0})
+    ->Args({1, 2, 1})
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
@@ -392,8 +397,9 @@ void BM_ReleasedDecode(benchmark::State& st) {
   Released& R = released();
   if (!R.src) return st.SkipWithError(R.error.c_str());
   const int readers = static_cast<int>(st.range(0));
+  const bool convert = st.range(1) != 0;
   const long budget = kLayers * kExperts / 4;  // 25%: 192 experts
-  ExpertCache<HostBackend> cache(R.src, released_options(readers, budget));
+  ExpertCache<HostBackend> cache(R.src, released_options(readers, budget, convert));
   std::mt19937_64 g(7);
   std::vector<double> zipf(kExperts);
   for (int e = 0; e < kExperts; ++e) zipf[e] = 1.0 / (e + 1);
@@ -444,12 +450,13 @@ void BM_ReleasedDecode(benchmark::State& st) {
   st.counters["wait_s/it"] = k.wait_seconds / it;
   st.counters["convert_s/it"] = k.convert_seconds / it;
   st.counters["compute_s/it"] = compute_s / it;
+  st.counters["reader_convert_s/it"] = k.reader_convert_seconds / it;
   st.counters["hidden_share"] = k.hidden_share();
   st.SetLabel(std::to_string(kSteps) + " steps x " + std::to_string(kLayers) + " layers x top-" +
               std::to_string(kActive) + ", cache " + std::to_string(budget) + " experts (25%), " +
               (cache.direct_io() ? "O_DIRECT" : "buffered+DONTNEED") + ", cache dropped once by " + R.how_dropped);
 }
-BENCHMARK(BM_ReleasedDecode)->ArgNames({"readers"})->Arg(1)->Arg(4)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReleasedDecode)->ArgNames({"readers", "convert_on_readers"})->Args({1, 0})->Args({4, 0})->Args({2, 1})->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -85,8 +85,9 @@ long compare_direct_with_buffered(ExpertCache<HB>& buffered, ExpertCache<HB>& di
   return compared;
 }
 
-StreamOptions direct_options(uint64_t per_expert) {
+StreamOptions direct_options(uint64_t per_expert, bool convert_on_readers = false) {
   StreamOptions o;
+  o.convert_on_readers = convert_on_readers;
   o.capacity_experts = 2;
   o.direct_io = true;
   o.readers = 3;
@@ -125,13 +126,19 @@ TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread
   }
 }
 
-TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread (safetensors checkpoint)") {
+TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread (safetensors checkpoint; "
+          "converted on the calling thread and on the reader threads)") {
   const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_fp8_golden.json");
   SafetensorsWeights w(DS41_GOLDEN_DIR "/ds41_tiny_fp8_ckpt", g.config.max_seq_len, g.config.engram);
-  ExpertCache<HB> buffered(w, {.capacity_experts = 2});
-  ExpertCache<HB> direct(w, direct_options(buffered.slices().max_expert_bytes()));
-  MESSAGE("O_DIRECT in use: ", std::string(direct.direct_io() ? "yes" : "no (refused: buffered + DONTNEED)"));
-  CHECK(compare_direct_with_buffered(buffered, direct) == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+  for (bool convert : {false, true}) {
+    CAPTURE(convert);
+    ExpertCache<HB> buffered(w, {.capacity_experts = 2});
+    ExpertCache<HB> direct(w, direct_options(buffered.slices().max_expert_bytes(), convert));
+    MESSAGE("O_DIRECT in use: ", std::string(direct.direct_io() ? "yes" : "no (refused: buffered + DONTNEED)"));
+    CHECK(compare_direct_with_buffered(buffered, direct) == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+    // convert_on_readers: prefetched experts were converted on the reader threads and swapped in
+    CHECK((direct.counters().reader_convert_seconds > 0) == convert);
+  }
 }
 
 TEST_CASE("streaming: a shard that ends early is an error naming the file and the expert") {

@@ -51,6 +51,9 @@ struct StreamOptions {
   bool background = true;       // prefetch reads on worker threads (false: read at prefetch time)
   int readers = 1;              // prefetch worker threads: expert reads in flight at once
   bool direct_io = false;       // bypass the page cache: O_DIRECT, else pread + fadvise(DONTNEED)
+  bool convert_on_readers = false;  // host backends: prefetch threads also convert what they read
+                                    // (decode + pack) into spare weights that get() swaps into the
+                                    // arena; off: get() converts on the calling thread
 };
 
 struct ExpertCounters {
@@ -63,6 +66,7 @@ struct ExpertCounters {
   double read_seconds = 0;      // time spent in expert reads, summed over every reading thread
   double wait_seconds = 0;      // time get() spent waiting for reads (its own or a prefetch's)
   double convert_seconds = 0;   // time get() spent converting staged bytes into arena slots
+  double reader_convert_seconds = 0;  // convert_on_readers: conversion time on the reader threads
   std::vector<uint64_t> layer_hits, layer_misses;  // per layer: arena hits; misses + prefetch hits
   double prefetch_hit_rate() const {
     const uint64_t asked = misses + prefetch_hits;
@@ -271,11 +275,13 @@ class ExpertArena {
  public:
   explicit ExpertArena(long slots = 0) : slots_(slots) {}
   const ExpertWeights<B>& at(long slot) const { return slots_.at(slot); }
-  void fill(long slot, const std::array<HostTensor, 3>& w) {
-    ExpertWeights<B>& ew = slots_.at(slot);
+  void fill(long slot, const std::array<HostTensor, 3>& w) { fill(slots_.at(slot), w); }
+  static void fill(ExpertWeights<B>& ew, const std::array<HostTensor, 3>& w) {
     Matrix<B>* m[3] = {&ew.w1, &ew.w2, &ew.w3};
     for (int k = 0; k < 3; ++k) put(*m[k], w[k]);
   }
+  /// Exchange slot's weights with `w` (converted elsewhere); `w` gets the old buffers for reuse.
+  void swap_in(long slot, ExpertWeights<B>& w) { std::swap(slots_.at(slot), w); }
 
  private:
   static void put(Matrix<B>& m, const HostTensor& t) { m.assign(t); }
@@ -316,6 +322,8 @@ class ExpertCache {
                o.capacity_experts, " experts / ", o.capacity_bytes, " bytes");
     DS41_CHECK(o.staging_slots >= 1, "expert cache: staging_slots must be >= 1");
     DS41_CHECK(o.readers >= 1 && o.readers <= 64, "expert cache: readers must be in [1, 64], got ", o.readers);
+    DS41_CHECK(!o.convert_on_readers || !B::kIsDevice, "expert cache: convert_on_readers is for host backends (",
+               B::kName, " uploads on the calling thread)");
     for (const std::string& path : src_->shard_paths())
       files_.emplace_back(path, o.direct_io ? DirectFile::Mode::kDirect : DirectFile::Mode::kBuffered);
     // one slot holds any expert laid out as its runs' aligned spans, plus room to align the base
@@ -365,6 +373,7 @@ class ExpertCache {
     ExpertCounters c = counters_;
     c.bytes_read = bytes_read_.load();
     c.read_seconds = static_cast<double>(read_ns_.load()) * 1e-9;
+    c.reader_convert_seconds = static_cast<double>(conv_ns_.load()) * 1e-9;
     return c;
   }
   void reset_counters() {
@@ -375,6 +384,7 @@ class ExpertCache {
     counters_.layer_misses.assign(L, 0);
     bytes_read_ = 0;
     read_ns_ = 0;
+    conv_ns_ = 0;
   }
   /// Forget every resident expert (the arena's buffers are kept): the next get() of each reads again.
   void clear() { lru_ = ExpertLru(lru_.capacity()); }
@@ -420,6 +430,16 @@ class ExpertCache {
     }
     ring_[s].state = State::kBusy;  // converting: no one may recycle it
     counters_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (ring_[s].converted) {  // a reader thread converted it: swap it in
+      lk.unlock();
+      const long slot = lru_.insert(k);
+      arena_.swap_in(slot, ring_[s].conv);
+      lk.lock();
+      ring_[s].converted = false;
+      ring_[s].state = State::kFree;
+      cv_.notify_all();
+      return arena_.at(slot);
+    }
     lk.unlock();
     long slot = -1;
     const auto t1 = std::chrono::steady_clock::now();
@@ -480,6 +500,8 @@ class ExpertCache {
   struct Staged {
     StagingBuf buf;
     std::vector<const uint8_t*> parts;  // where each slice of `key` starts in buf after the read
+    ExpertWeights<B> conv;              // convert_on_readers: `key` converted by a reader thread
+    bool converted = false;
     Key key{-1, -1};
     State state = State::kFree;
     bool prefetched = false;
@@ -498,6 +520,7 @@ class ExpertCache {
       if (ring_[i].state == State::kFree) {
         ring_[i].age = ++clock_;
         ring_[i].prefetched = false;
+        ring_[i].converted = false;
         return static_cast<int>(i);
       }
       if (ring_[i].state == State::kReady && (best < 0 || ring_[i].age < ring_[best].age)) best = static_cast<int>(i);
@@ -506,6 +529,7 @@ class ExpertCache {
       ++counters_.prefetch_dropped;
       ring_[best].age = ++clock_;
       ring_[best].prefetched = false;
+      ring_[best].converted = false;
     }
     return best;
   }
@@ -563,6 +587,17 @@ class ExpertCache {
       lk.unlock();
       try {
         read_into(ring_[s], k);
+        if (opt_.convert_on_readers) {
+          try {
+            const auto t0 = std::chrono::steady_clock::now();
+            ExpertArena<B>::fill(ring_[s].conv, decode(ring_[s], k));
+            ring_[s].converted = true;
+            conv_ns_ += static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+          } catch (...) {  // get() converts (and reports) on its own thread
+            ring_[s].converted = false;
+          }
+        }
       } catch (...) {
         // a failed prefetch is not fatal: the slot is freed and get() reads (and reports) again
         lk.lock();
@@ -591,6 +626,7 @@ class ExpertCache {
   ExpertCounters counters_;
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> read_ns_{0};
+  std::atomic<uint64_t> conv_ns_{0};
   std::vector<std::thread> workers_;
 };
 
