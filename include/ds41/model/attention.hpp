@@ -6,6 +6,7 @@
 // output, grouped low-rank output projection (block-diagonal wo_a, then wo_b).
 #pragma once
 #include <string>
+#include <vector>
 #include "../core/attention_math.hpp"
 #include "../backend/host_attention.hpp"
 #include "compressor.hpp"
@@ -223,6 +224,7 @@ class CompressedAttnT {
       n_new = compressor_.forward(x, T, start, st.comp, latent.data(), st.undo);
       shared.compress_kv = st.compressed.data();
       shared.compress_kv_layer = layer_;
+      shared.compress_kv_rows = max_seq_ / ratio_;  // the reference's cache: max_seq_len // ratio rows
       if (n_new) tap.f32("compress_latent", latent.data(), {n_new, D});
     }
     // the indexer needs the latent before RoPE, so it runs before the cache is written
@@ -256,6 +258,17 @@ class CompressedAttnT {
       tap.f32("compress_kv", lat, {n_new, D});
     }
     DS41_CHECK(shared.compress_kv != nullptr, "attention layer ", layer_, ": no compressed KV published");
+    // shared_attn.compress_kv[:, :end // ratio]: a consumer of a larger ratio's (smaller) cache reads
+    // only the rows that cache holds
+    if (comp_len > shared.compress_kv_rows) {
+      comp_len = shared.compress_kv_rows;
+      std::vector<int32_t> h(static_cast<size_t>(T * k));
+      if (!h.empty()) B::download(h.data(), comp_idx.data(), h.size());
+      for (int32_t i : h)  // window rows come first: compressed row j is index offset + j
+        DS41_CHECK(i < offset + comp_len, "attention layer ", layer_, ": top-k position ", i - offset, " lies past the ", comp_len,
+                   " rows of layer ", shared.compress_kv_layer, "'s compressed KV (max_seq_len / its ratio); the "
+                   "reference fails here too (index out of range)");
+    }
     return shared.compress_kv;
   }
 

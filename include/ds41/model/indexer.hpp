@@ -58,16 +58,30 @@ class IndexerT {
     Ops<B>::roundtrip(k, n, idim_, kFp4IndexBlock, RoundTrip::kFp4Pow2);
     shared.index_k = st.keys.data();
     shared.index_k_layer = layer_;
+    shared.index_k_rows = max_seq_ / ratio_;  // the reference's k_cache holds max_seq_len // ratio rows
     tap.f32("index_key", k, {n, idim_});
   }
 
   /// Top-k compressed positions per query: returns k and fills `out` [T, k].
   long select(const float* x, const float* qr, long T, long start, long offset, SharedSlots<B>& shared,
               const RopeTables<B>& rope, const Tap<B>& tap, Buf<int32_t>& out) const {
-    const long end = start + T, nk = end / ratio_;
     const int H = heads_, Di = idim_;
     DS41_CHECK(shared.index_k != nullptr, "indexer of layer ", layer_,
                ": no index keys have been published by a kv source yet");
+    // The reference scores shared_attn.index_k[:, :end // ratio]: the keys published last, which on
+    // a decode step where this layer completes no group may be another layer's, of another ratio.
+    // A slice of a smaller cache (a larger ratio) stops at its max_seq_len // ratio rows: fewer
+    // positions are scored, the rest never chosen. Where that leaves fewer than the top-k it must
+    // pick (or, in a prefill, fewer than the visibility mask covers), the reference itself fails.
+    const long end = start + T, visible = end / ratio_;
+    const long nk = visible < shared.index_k_rows ? visible : shared.index_k_rows;
+    DS41_CHECK(start > 0 || nk == visible, "indexer of layer ", layer_, ": a prompt of ", T, " tokens needs ",
+               visible, " index keys, but the keys published last (layer ", shared.index_k_layer, ") hold only ",
+               shared.index_k_rows, " (max_seq_len / its ratio); the reference fails here too");
+    DS41_CHECK((topk_ < visible ? topk_ : visible) <= nk, "indexer of layer ", layer_, ": the top-",
+               (topk_ < visible ? topk_ : visible), " of the index scores is asked for, but the keys published last (layer ",
+               shared.index_k_layer, ") hold only ", nk, " rows (max_seq_len / its ratio); the reference's "
+               "torch.topk fails here too (selected index k out of range)");
     auto q = B::template alloc<float>(static_cast<size_t>(T) * H * Di);
     B::linear(qr, T, wq_b_.cols(), wq_b_.view(), q.data(), static_cast<long>(H) * Di, OutRound::kBF16);
     Ops<B>::rope(q.data(), T * H, Di, rd_, H, start, 1, rope.cos_t.data(), rope.sin_t.data(), false);
@@ -138,7 +152,7 @@ class IndexerT {
       });
     }
 
-    const long k = topk_ < nk ? topk_ : nk;
+    const long k = topk_ < visible ? topk_ : visible;  // min(index_topk, end // ratio), <= nk (checked above)
     out = B::template alloc<int32_t>(static_cast<size_t>(T) * (k > 0 ? k : 1));
     int32_t* po = out.data();
     if (k > 0) B::topk_rows(ps, T, static_cast<int>(nk), static_cast<int>(k), po);

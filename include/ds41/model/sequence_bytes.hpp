@@ -139,8 +139,14 @@ struct SequenceBytes {
     sh.index_k_layer = layer_ref(take_i64("publisher"), &ModelConfig::is_index_source, "index key");
     DS41_CHECK(sh.index_k_layer < 0 || c.is_kv_source(sh.index_k_layer), "sequence snapshot: index key publisher ",
                sh.index_k_layer, " holds no keys");
-    if (sh.compress_kv_layer >= 0) sh.compress_kv = s.layers_[sh.compress_kv_layer].compressed.data();
-    if (sh.index_k_layer >= 0) sh.index_k = s.layers_[sh.index_k_layer].index.keys.data();
+    if (sh.compress_kv_layer >= 0) {
+      sh.compress_kv = s.layers_[sh.compress_kv_layer].compressed.data();
+      sh.compress_kv_rows = c.max_seq_len / c.ratio(sh.compress_kv_layer);
+    }
+    if (sh.index_k_layer >= 0) {
+      sh.index_k = s.layers_[sh.index_k_layer].index.keys.data();
+      sh.index_k_rows = c.max_seq_len / c.ratio(sh.index_k_layer);
+    }
     auto take_table = [&](Buf<int32_t>& buf, long& rows, long& cols, bool& has, const char* what) {
       has = take_i64(what) != 0;
       rows = take_i64(what);

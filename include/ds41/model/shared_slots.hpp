@@ -13,8 +13,10 @@ struct SharedSlots {
 
   const float* compress_kv = nullptr;  // [max_seq / r, D] of the publishing layer
   int compress_kv_layer = -1;
+  long compress_kv_rows = 0;           // max_seq_len / r of the publisher: what a slice of it can hold
   const float* index_k = nullptr;      // [max_seq / r, Di] of the publishing layer
   int index_k_layer = -1;
+  long index_k_rows = 0;               // max_seq_len / r of the publisher: what a slice of it can hold
 
   Buf<int32_t> topk;                   // [rows, cols]
   long topk_rows = 0, topk_cols = 0;
@@ -28,8 +30,10 @@ struct SharedSlots {
   void reset() {
     compress_kv = nullptr;
     compress_kv_layer = -1;
+    compress_kv_rows = 0;
     index_k = nullptr;
     index_k_layer = -1;
+    index_k_rows = 0;
     topk = Buf<int32_t>();
     candidates = Buf<int32_t>();
     topk_rows = topk_cols = cand_rows = cand_cols = 0;

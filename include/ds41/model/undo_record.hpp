@@ -53,8 +53,10 @@ class UndoRecord {
     SharedSlots<B> c;
     c.compress_kv = s.compress_kv;
     c.compress_kv_layer = s.compress_kv_layer;
+    c.compress_kv_rows = s.compress_kv_rows;
     c.index_k = s.index_k;
     c.index_k_layer = s.index_k_layer;
+    c.index_k_rows = s.index_k_rows;
     c.topk_rows = s.topk_rows;
     c.topk_cols = s.topk_cols;
     c.has_topk = s.has_topk;
