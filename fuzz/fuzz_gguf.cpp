@@ -9,7 +9,12 @@
 #include "ds41/io/gguf.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/ds41_fuzz_gguf_" + std::to_string(getpid()) + ".gguf";
+  // one scratch file per fuzzing process, removed when it exits
+  static const struct Scratch {
+    std::string path = "/tmp/ds41_fuzz_gguf_" + std::to_string(getpid()) + ".gguf";
+    ~Scratch() { std::remove(path.c_str()); }
+  } scratch;
+  const std::string& path = scratch.path;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   std::fwrite(data, 1, size, f);

@@ -7,6 +7,7 @@
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden.hpp"
 #include "golden_checks.hpp"
+#include "temp_dir.hpp"
 
 using namespace ds41;
 using json = nlohmann::json;
@@ -32,10 +33,12 @@ const json& raw_golden() {
   }();
   return j;
 }
+/// Writes `text` to a file in this binary's temporary directory (removed at exit with its files).
 std::string write_temp(const std::string& name, const std::string& text) {
-  auto p = std::filesystem::temp_directory_path() / ("ds41_test_" + name);
+  static testing::TempDir dir("ds41-errors");
+  const std::string p = dir.file(name);
   std::ofstream(p) << text;
-  return p.string();
+  return p;
 }
 }  // namespace
 
