@@ -40,6 +40,7 @@ struct SequenceBytes {
   static std::vector<uint8_t> write(const ModelConfig& c, const SequenceT<B>& s) {
     std::vector<uint8_t> out;
     auto put = [&](const void* p, size_t n) {
+      if (n == 0) return;  // p may be null (an empty vector's data())
       const auto* b = static_cast<const uint8_t*>(p);
       out.insert(out.end(), b, b + n);
     };
@@ -93,6 +94,7 @@ struct SequenceBytes {
     auto take = [&](void* p, size_t k, const char* what) {
       DS41_CHECK(k <= n - at, "sequence snapshot: truncated at byte ", at, " (", what, ": ", k, " bytes, ", n - at,
                  " left)");
+      if (k == 0) return;  // p may be null (an empty vector's data())
       std::memcpy(p, bytes + at, k);
       at += k;
     };
