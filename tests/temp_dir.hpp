@@ -10,11 +10,13 @@
 
 namespace ds41::testing {
 
-/// A fresh directory under the system temp dir (named PREFIX-XXXXXX), removed with everything in it.
+/// A fresh directory PREFIX-XXXXXX under `root` (default: the system temp dir), removed with
+/// everything in it.
 struct TempDir {
   std::filesystem::path path;
-  explicit TempDir(const std::string& prefix = "ds41") {
-    std::string t = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  explicit TempDir(const std::string& prefix = "ds41", std::filesystem::path root = {}) {
+    if (root.empty()) root = std::filesystem::temp_directory_path();
+    std::string t = (root / (prefix + "-XXXXXX")).string();
     REQUIRE(::mkdtemp(t.data()) != nullptr);
     path = t;
   }

@@ -13,6 +13,7 @@
 #include "ds41/io/golden.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/model/streamed_experts.hpp"
+#include "temp_dir.hpp"
 
 using namespace ds41;
 namespace fs = std::filesystem;
@@ -20,31 +21,14 @@ namespace fs = std::filesystem;
 namespace {
 
 /// A fresh directory on disk (/var/tmp when it exists: /tmp may be tmpfs, which refuses
-/// O_DIRECT; the tests pass either way), removed with everything in it.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(fs::path root = {}) {
-    if (root.empty()) root = fs::is_directory("/var/tmp") ? fs::path("/var/tmp") : fs::temp_directory_path();
-    std::string t = (root / "ds41-streaming-XXXXXX").string();
-    REQUIRE(::mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+/// O_DIRECT; the tests pass either way), removed with everything in it (tests/temp_dir.hpp).
+struct TempDir : testing::TempDir {
+  explicit TempDir(fs::path root = {})
+      : testing::TempDir("ds41-streaming", !root.empty()                ? root
+                                           : fs::is_directory("/var/tmp") ? fs::path("/var/tmp")
+                                                                          : fs::temp_directory_path()) {}
 };
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 const golden::Golden& tiny() {
   static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");
