@@ -1,13 +1,17 @@
 // Streamed experts' read path: O_DIRECT (or its buffered + DONTNEED fallback) gives the same
 // resident bits as buffered pread, over GGUF shards and a safetensors checkpoint, with several
 // reads in flight and a ring sized in bytes; a file that ends early and a budget below one
-// layer's step are ds41::Errors naming what went wrong.
+// layer's step are ds41::Errors naming what went wrong. The host panel packing (its word-at-a-time
+// path and its AVX2 transposes) writes the same bytes as the element-at-a-time packer it replaced.
 #include <doctest/doctest.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
+#include "ds41/backend/host_panels.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
 #include "ds41/io/golden.hpp"
@@ -79,7 +83,106 @@ StreamOptions direct_options(uint64_t per_expert, bool convert_on_readers = fals
   return o;
 }
 
+/// host_panels::pack before it moved whole words (kept here as the reference): every element
+/// placed on its own into a zeroed payload.
+void pack_elementwise(const MatrixView& src, std::vector<uint8_t>& payload, std::vector<float>& scales) {
+  payload.assign(host_panels::payload_bytes(src.format, src.rows, src.cols), 0);
+  scales.assign(host_panels::scale_buffer_count(src.format, src.rows, src.cols), 0.0f);
+  const long pb = panel_bytes(src.format, src.cols), rb = row_major_row_bytes(src.format, src.cols);
+  const auto* in = static_cast<const uint8_t*>(src.data);
+  for (int r = 0; r < src.rows; ++r) {
+    uint8_t* panel = payload.data() + (r / kPanelRows) * pb;
+    const uint8_t* row = in + r * rb;
+    const int i = r % kPanelRows;
+    switch (src.format) {
+      case WeightFormat::kF32:
+      case WeightFormat::kBF16:
+        for (long b = 0; b < rb; b += 4) std::memcpy(panel + b * kPanelRows + 4 * i, row + b, rb - b < 4 ? rb - b : 4);
+        break;
+      case WeightFormat::kFp8Block32:
+        for (int k = 0; k < src.cols; ++k) panel[(k / 4) * 32 + panel_code_byte(i, k % 4)] = row[k];
+        break;
+      case WeightFormat::kFp4Block32:
+        for (int k = 0; k < src.cols; ++k) {
+          const uint8_t code = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 0xF;
+          panel[(k / 8) * 32 + fp4_panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
+        }
+        break;
+    }
+  }
+  const long kblocks = (src.cols + 31) / 32;
+  if (src.format == WeightFormat::kFp8Block32) {
+    std::memcpy(scales.data(), src.scales, host_panels::scale_count(src.format, src.rows, src.cols) * sizeof(float));
+    auto* flags = reinterpret_cast<uint8_t*>(scales.data() + host_panels::scale_count(src.format, src.rows, src.cols));
+    for (int r = 0; r < src.rows; ++r)
+      for (int k = 0; k < src.cols; ++k)
+        if (e4m3_code_is_subnormal(in[static_cast<long>(r) * rb + k])) flags[(r / kPanelRows) * kblocks + k / 32] = 1;
+  }
+  if (src.format == WeightFormat::kFp4Block32) {
+    auto* e8 = reinterpret_cast<uint8_t*>(scales.data());
+    for (int r = 0; r < src.rows; ++r)
+      for (long kb = 0; kb < kblocks; ++kb)
+        f32_to_e8m0(src.scales[r * kblocks + kb], &e8[((r / kPanelRows) * kblocks + kb) * kPanelRows + r % kPanelRows]);
+  }
+}
+
+/// A packable row-major matrix of random bytes: fp8 without NaN codes (some subnormal), fp4 with
+/// power-of-two scales.
+struct RandomMatrix {
+  std::vector<uint8_t> payload;
+  std::vector<float> scales;
+  MatrixView view;
+  RandomMatrix(WeightFormat f, int rows, int cols, uint64_t seed) {
+    std::mt19937_64 g(seed);
+    payload.resize(static_cast<size_t>(rows * row_major_row_bytes(f, cols)));
+    for (uint8_t& b : payload) {
+      b = static_cast<uint8_t>(g());
+      if (f == WeightFormat::kFp8Block32 && (b & 0x7F) == 0x7F) b = 0x05;  // NaN -> a subnormal
+    }
+    const long kblocks = (cols + 31) / 32;
+    if (f == WeightFormat::kFp8Block32) scales.resize(static_cast<size_t>((rows + 31) / 32 * kblocks));
+    if (f == WeightFormat::kFp4Block32) scales.resize(static_cast<size_t>(rows * kblocks));
+    for (float& s : scales) s = std::ldexp(1.0f, static_cast<int>(g() % 40) - 20);
+    view.format = f;
+    view.rows = rows;
+    view.cols = cols;
+    view.data = payload.data();
+    view.scales = scales.empty() ? nullptr : scales.data();
+  }
+};
+
 }  // namespace
+
+TEST_CASE("host panels: pack (word at a time and AVX2 transposes) writes the element-wise packer's bytes") {
+  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kFp8Block32,
+                                  WeightFormat::kFp4Block32};
+  long compared = 0;
+  for (WeightFormat f : formats)
+    for (int rows : {1, 3, 7, 8, 9, 16, 17, 31, 40, 65})
+      for (int cols : {1, 2, 3, 5, 6, 8, 14, 31, 32, 33, 62, 64, 66, 70, 128, 130, 256, 258, 262}) {
+        if (f == WeightFormat::kFp4Block32 && cols % 2) continue;  // fp4 rows are whole bytes
+        CAPTURE(static_cast<int>(f));
+        CAPTURE(rows);
+        CAPTURE(cols);
+        const RandomMatrix m(f, rows, cols, static_cast<uint64_t>(rows * 1000 + cols * 7 + static_cast<int>(f)));
+        REQUIRE(host_panels::packable(m.view));
+        std::vector<uint8_t> want_payload;
+        std::vector<float> want_scales;
+        pack_elementwise(m.view, want_payload, want_scales);
+        // garbage in the outputs first: pack must write every byte
+        std::vector<uint8_t> payload(want_payload.size(), 0xA5), scalar(want_payload.size(), 0x5A);
+        std::vector<float> scales(want_scales.size(), std::nanf(""));
+        const MatrixView v = host_panels::pack(m.view, payload.data(), scales.data());
+        host_panels::detail::pack_payload(f, rows, cols, static_cast<const uint8_t*>(m.view.data), scalar.data(), false);
+        CHECK(payload == want_payload);
+        CHECK(scalar == want_payload);
+        CHECK(std::memcmp(scales.data(), want_scales.data(), scales.size() * sizeof(float)) == 0);
+        CHECK(v.layout == WeightLayout::kPanels8);
+        CHECK(v.data == payload.data());
+        ++compared;
+      }
+  CHECK(compared > 250);
+}
 
 TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread (GGUF, 2 shards)") {
   // on disk, and on tmpfs where there is one (/dev/shm: O_DIRECT refused, buffered + DONTNEED)

@@ -25,10 +25,14 @@
 //            float8_e8m0fnu, GGUF MXFP4); a matrix with a scale e8m0 cannot hold stays row-major.
 // The same memory as row-major up to the padding: the packed copy replaces the original.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include "../core/linear_math.hpp"
 #include "host_gemv_scaled.hpp"
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#endif
 
 namespace ds41::host_panels {
 
@@ -86,51 +90,154 @@ inline size_t packed_bytes(WeightFormat f, int rows, int cols) {
   return payload_bytes(f, rows, cols) + scale_buffer_count(f, rows, cols) * sizeof(float);
 }
 
-/// Writes `src` (row-major, packable) as panels into payload [payload_bytes] and scales
-/// [scale_buffer_count]; returns the view of the packed matrix.
-inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
-  const long pb = panel_bytes(src.format, src.cols), rb = row_major_row_bytes(src.format, src.cols);
-  std::memset(payload, 0, payload_bytes(src.format, src.rows, src.cols));
-  const auto* in = static_cast<const uint8_t*>(src.data);
-  for (int r = 0; r < src.rows; ++r) {
-    uint8_t* panel = payload + (r / kPanelRows) * pb;
-    const uint8_t* row = in + r * rb;
-    const int i = r % kPanelRows;
-    switch (src.format) {
-      case WeightFormat::kF32:
-      case WeightFormat::kBF16:
-        for (long b = 0; b < rb; b += 4) std::memcpy(panel + b * kPanelRows + 4 * i, row + b, rb - b < 4 ? rb - b : 4);
-        break;
-      case WeightFormat::kFp8Block32:
-        for (int k = 0; k < src.cols; ++k) panel[(k / 4) * 32 + panel_code_byte(i, k % 4)] = row[k];
-        break;
-      case WeightFormat::kFp4Block32:
-        for (int k = 0; k < src.cols; ++k) {
-          const uint8_t code = (k & 1) ? row[k / 2] >> 4 : row[k / 2] & 0xF;
-          panel[(k / 8) * 32 + fp4_panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
-        }
-        break;
-    }
+namespace detail {
+
+/// Row i's 4 row-major bytes of one group in the panel's order (the group's 4-byte word of row i
+/// lands at byte 4i of the group, panel_code_byte / fp4_panel_code_byte): f32/bf16 as they are;
+/// fp8 swaps bytes 0 and 3 (columns 0-3 at bytes 3, 1, 2, 0); fp4 interleaves the nibbles: the
+/// word's nibbles c0..c7 (column j at nibble j) become c0 c4 c1 c5 c2 c6 c3 c7 (byte j = column j
+/// low, column j + 4 high): a perfect shuffle, as two swaps (bytes 1 and 2, then the middle
+/// nibbles of each 16-bit half).
+inline uint32_t panel_word(WeightFormat f, uint32_t w) {
+  if (f == WeightFormat::kFp8Block32) return (w & 0x00FFFF00u) | (w >> 24) | (w << 24);
+  if (f == WeightFormat::kFp4Block32) {
+    w = (w & 0xFF0000FFu) | ((w & 0x00FF0000u) >> 8) | ((w & 0x0000FF00u) << 8);
+    w = (w & 0xF00FF00Fu) | ((w & 0x0F000F00u) >> 4) | ((w & 0x00F000F0u) << 4);
   }
+  return w;
+}
+
+/// Groups [q0, q1) of panel `panel` (rows `row[0..n_rows)`, the rest zero), one word at a time.
+/// Every byte of those groups is written (the K tail's missing bytes and absent rows as zeros).
+inline void pack_groups_scalar(WeightFormat f, const uint8_t* const* row, int n_rows, long rb, long q0, long q1,
+                               uint8_t* panel) {
+  for (int i = 0; i < kPanelRows; ++i)
+    for (long q = q0; q < q1; ++q) {
+      uint32_t w = 0;
+      if (i < n_rows) {
+        const long b = 4 * q;
+        if (rb - b >= 4) std::memcpy(&w, row[i] + b, 4);
+        else std::memcpy(&w, row[i] + b, static_cast<size_t>(rb - b));  // little-endian: the rest stays 0
+        w = panel_word(f, w);
+      }
+      std::memcpy(panel + q * 32 + 4 * i, &w, 4);
+    }
+}
+
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+/// panel_word on 8 lanes.
+inline __m256i panel_words(WeightFormat f, __m256i w) {
+  if (f == WeightFormat::kFp8Block32) {
+    const __m256i swap03 = _mm256_setr_epi8(3, 1, 2, 0, 7, 5, 6, 4, 11, 9, 10, 8, 15, 13, 14, 12,  //
+                                            3, 1, 2, 0, 7, 5, 6, 4, 11, 9, 10, 8, 15, 13, 14, 12);
+    return _mm256_shuffle_epi8(w, swap03);
+  }
+  if (f == WeightFormat::kFp4Block32) {
+    const __m256i swap12 = _mm256_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15,  //
+                                            0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    w = _mm256_shuffle_epi8(w, swap12);
+    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0xF00FF00Fu));
+    const __m256i hi = _mm256_set1_epi32(0x0F000F00), lo = _mm256_set1_epi32(0x00F000F0);
+    w = _mm256_or_si256(_mm256_and_si256(w, keep),
+                        _mm256_or_si256(_mm256_srli_epi32(_mm256_and_si256(w, hi), 4),
+                                        _mm256_slli_epi32(_mm256_and_si256(w, lo), 4)));
+  }
+  return w;
+}
+
+/// Groups [q, q + 8) of a full panel (8 rows, every word of them inside the rows): 8 rows x 8
+/// words loaded, converted, transposed (word j of row i to group q + j, byte 4i) and stored as
+/// the panel's 256 contiguous bytes from group q.
+inline void pack_8_groups(WeightFormat f, const uint8_t* const* row, long q, uint8_t* panel) {
+  __m256i r[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = panel_words(f, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + 4 * q)));
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  // words j and j + 4 of rows 0-3 (u0-u3) and of rows 4-7 (u4-u7), j = 0..3
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  auto* out = reinterpret_cast<__m256i*>(panel + q * 32);
+  _mm256_storeu_si256(out + 0, _mm256_permute2x128_si256(u0, u4, 0x20));
+  _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(u1, u5, 0x20));
+  _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(u2, u6, 0x20));
+  _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(u3, u7, 0x20));
+  _mm256_storeu_si256(out + 4, _mm256_permute2x128_si256(u0, u4, 0x31));
+  _mm256_storeu_si256(out + 5, _mm256_permute2x128_si256(u1, u5, 0x31));
+  _mm256_storeu_si256(out + 6, _mm256_permute2x128_si256(u2, u6, 0x31));
+  _mm256_storeu_si256(out + 7, _mm256_permute2x128_si256(u3, u7, 0x31));
+}
+#endif
+
+/// The payload of pack(): every byte of payload_bytes(f, rows, cols) written. `vector` false
+/// takes the word-at-a-time path everywhere (the test compares the two).
+inline void pack_payload(WeightFormat f, int rows, int cols, const uint8_t* in, uint8_t* payload, bool vector = true) {
+  const long pb = panel_bytes(f, cols), rb = row_major_row_bytes(f, cols);
+  const long groups = pb / 32, full_words = rb / 4;
+  (void)vector;
+  for (long p = 0; p < panels(rows); ++p) {
+    const int n_rows = static_cast<int>(std::min<long>(kPanelRows, rows - p * kPanelRows));
+    const uint8_t* row[kPanelRows];
+    for (int i = 0; i < kPanelRows; ++i) row[i] = in + (p * kPanelRows + std::min(i, n_rows - 1)) * rb;
+    uint8_t* panel = payload + p * pb;
+    long q = 0;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+    if (vector && n_rows == kPanelRows)
+      for (; q + 8 <= full_words; q += 8) pack_8_groups(f, row, q, panel);
+#endif
+    pack_groups_scalar(f, row, n_rows, rb, q, groups, panel);
+  }
+}
+
+}  // namespace detail
+
+/// Writes `src` (row-major, packable) as panels into payload [payload_bytes] and scales
+/// [scale_buffer_count]; returns the view of the packed matrix. Each 32-bit word of a row (one
+/// group's bytes of it) is moved whole: 8 rows x 8 words at a time, transposed in registers,
+/// where AVX2 is compiled in (detail::pack_payload).
+inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
+  const long rb = row_major_row_bytes(src.format, src.cols);
+  const auto* in = static_cast<const uint8_t*>(src.data);
+  detail::pack_payload(src.format, src.rows, src.cols, in, payload);
   const long kblocks = (src.cols + 31) / 32;
   if (src.format == WeightFormat::kFp8Block32)
     std::memcpy(scales, src.scales, scale_count(src.format, src.rows, src.cols) * sizeof(float));
   uint8_t* fp4_scales = nullptr;
-  if (src.format == WeightFormat::kFp4Block32) {
+  if (src.format == WeightFormat::kFp4Block32) {  // [panel][kblock][8 rows], rows past the end 0
     fp4_scales = reinterpret_cast<uint8_t*>(scales);
-    std::memset(scales, 0, scale_buffer_count(src.format, src.rows, src.cols) * sizeof(float));
-    for (int r = 0; r < src.rows; ++r)
-      for (long kb = 0; kb < kblocks; ++kb)  // packable() checked that every scale is e8m0
-        f32_to_e8m0(src.scales[r * kblocks + kb], &fp4_scales[((r / kPanelRows) * kblocks + kb) * kPanelRows + r % kPanelRows]);
+    const size_t n = fp4_scale_bytes(src.format, src.rows, src.cols);
+    std::memset(fp4_scales + n, 0, scale_buffer_count(src.format, src.rows, src.cols) * sizeof(float) - n);
+    for (long p = 0; p < panels(src.rows); ++p)
+      for (int i = 0; i < kPanelRows; ++i) {
+        const long r = p * kPanelRows + i;
+        uint8_t* out = fp4_scales + p * kblocks * kPanelRows + i;
+        if (r >= src.rows) {
+          for (long kb = 0; kb < kblocks; ++kb) out[kb * kPanelRows] = 0;
+          continue;
+        }
+        const float* s = src.scales + r * kblocks;
+        for (long kb = 0; kb < kblocks; ++kb)  // packable() checked that every scale is e8m0
+          f32_to_e8m0(s[kb], &out[kb * kPanelRows]);
+      }
   }
   uint8_t* subnormal_blocks = nullptr;
-  if (src.format == WeightFormat::kFp8Block32) {
+  if (src.format == WeightFormat::kFp8Block32) {  // per (panel, 32-column block): any subnormal code
     subnormal_blocks = reinterpret_cast<uint8_t*>(scales + scale_count(src.format, src.rows, src.cols));
     std::memset(subnormal_blocks, 0, subnormal_flag_floats(src.format, src.rows, src.cols) * sizeof(float));
-    for (int r = 0; r < src.rows; ++r)
-      for (int k = 0; k < src.cols; ++k)
-        if (e4m3_code_is_subnormal(in[static_cast<long>(r) * rb + k]))
-          subnormal_blocks[(r / kPanelRows) * kblocks + k / 32] = 1;
+    for (int r = 0; r < src.rows; ++r) {
+      const uint8_t* row = in + static_cast<long>(r) * rb;
+      uint8_t* flags = subnormal_blocks + (r / kPanelRows) * kblocks;
+      for (long kb = 0; kb < kblocks; ++kb) {
+        const long k0 = kb * 32, k1 = std::min<long>(src.cols, k0 + 32);
+        uint8_t any = 0;
+        for (long k = k0; k < k1; ++k) any |= static_cast<uint8_t>(e4m3_code_is_subnormal(row[k]));
+        flags[kb] |= any;
+      }
+    }
   }
   MatrixView v = src;
   v.host_subnormal_blocks = subnormal_blocks;
