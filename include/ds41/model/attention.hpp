@@ -6,6 +6,7 @@
 // output, grouped low-rank output projection (block-diagonal wo_a, then wo_b).
 #pragma once
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "../core/attention_math.hpp"
 #include "../backend/host_attention.hpp"
@@ -79,26 +80,82 @@ class CompressedAttnT {
   /// x: [T, dim] (attn_in) at positions start..start+T-1 → out [T, dim].
   void forward(const float* x, long T, long start, State& st, SharedSlots<B>& shared, const Tap<B>& tap,
                float* out) const {
-    const int H = H_, D = D_, rd = rd_;
-    const float* cs = rope_.cos_t.data();
-    const float* sn = rope_.sin_t.data();
+    Projection p = project(x, T, RowPositions<B>{start, nullptr}, tap);
+    auto o = B::template alloc<float>(static_cast<size_t>(T) * H_ * D_);
+    attend(p, 0, T, start, st, shared, tap, o.data());
+    output(o.data(), T, tap, out);
+  }
 
+  /// Row r of a batched decode step: a sequence's one token at its position, with this layer's
+  /// state and the sequence's shared slots and taps.
+  struct Row {
+    long pos = 0;
+    State* st = nullptr;
+    SharedSlots<B>* shared = nullptr;
+    Tap<B> tap;
+  };
+  /// A batched decode step: x [N, dim] (attn_in), row r one token of its own sequence → out
+  /// [N, dim]. Every weight pass (the projections, the compressor's and the indexer's, the
+  /// output) runs once over all rows; the window, compressor, indexer and attention per row.
+  /// Row for row the same bits as forward() with that sequence alone.
+  void forward_rows(const float* x, const std::vector<Row>& rows, float* out) const {
+    const long N = static_cast<long>(rows.size());
+    std::vector<long> h_pos(N);
+    RowTaps<B> taps;
+    for (long r = 0; r < N; ++r) {
+      h_pos[r] = rows[r].pos;
+      DS41_CHECK(h_pos[r] > 0, "internal: a batched step's rows continue sequences (a prompt runs on its own)");
+      taps.rows.push_back(rows[r].tap);
+    }
+    auto pos = B::template alloc<long>(N);
+    B::upload(pos.data(), h_pos.data(), N);
+    Projection p = project(x, N, RowPositions<B>{0, pos.data()}, taps);
+    auto o = B::template alloc<float>(static_cast<size_t>(N) * H_ * D_);
+    for (long r = 0; r < N; ++r)
+      attend(p, r, 1, h_pos[r], *rows[r].st, *rows[r].shared, rows[r].tap, o.data() + r * H_ * D_);
+    output(o.data(), N, taps, out);
+  }
+
+  /// What the weights make of each input row (any rows, any sequences): the queries, the window
+  /// K=V row, and the compressor's and indexer's projections where this layer has them.
+  struct Projection {
+    Buf<float> qr, q, kv;  // [T, q_lora], [T, H, D] (RoPE'd), [T, D] (normed, RoPE'd, fp8 round trip)
+    typename CompressorT<B>::Projection comp;
+    typename IndexerT<B>::Queries index;
+  };
+  /// (Public, as the functions below: CUDA's extended lambdas may not live in private members.)
+  template <class TapT>
+  Projection project(const float* x, long T, const RowPositions<B>& pos, const TapT& tap) const {
+    const int H = H_, D = D_, rd = rd_;
+    Projection p;
     // low-rank Q
-    auto qr = B::template alloc<float>(static_cast<size_t>(T) * qr_);
-    B::linear(x, T, dim_, wq_a_.view(), qr.data(), qr_, OutRound::kBF16);
-    Ops<B>::rmsnorm(qr.data(), T, qr_, q_norm_.data(), eps_);
-    auto q = B::template alloc<float>(static_cast<size_t>(T) * H * D);
-    B::linear(qr.data(), T, qr_, wq_b_.view(), q.data(), static_cast<long>(H) * D, OutRound::kBF16);
-    Ops<B>::rope(q.data(), T * H, D, rd, H, start, 1, cs, sn, false);
+    p.qr = B::template alloc<float>(static_cast<size_t>(T) * qr_);
+    B::linear(x, T, dim_, wq_a_.view(), p.qr.data(), qr_, OutRound::kBF16);
+    Ops<B>::rmsnorm(p.qr.data(), T, qr_, q_norm_.data(), eps_);
+    p.q = B::template alloc<float>(static_cast<size_t>(T) * H * D);
+    B::linear(p.qr.data(), T, qr_, wq_b_.view(), p.q.data(), static_cast<long>(H) * D, OutRound::kBF16);
+    pos.rope(p.q.data(), T, H, D, rd, rope_, false);
 
     // window K=V of this step
-    auto kv = B::template alloc<float>(static_cast<size_t>(T) * D);
-    B::linear(x, T, dim_, wkv_.view(), kv.data(), D, OutRound::kBF16);
-    Ops<B>::rmsnorm(kv.data(), T, D, kv_norm_.data(), eps_);
-    Ops<B>::rope(kv.data(), T, D, rd, 1, start, 1, cs, sn, false);
-    Ops<B>::roundtrip(kv.data(), T, D, kFp8Block, RoundTrip::kFp8Pow2);
-    tap.f32("window_kv", kv.data(), {T, D});
+    p.kv = B::template alloc<float>(static_cast<size_t>(T) * D);
+    B::linear(x, T, dim_, wkv_.view(), p.kv.data(), D, OutRound::kBF16);
+    Ops<B>::rmsnorm(p.kv.data(), T, D, kv_norm_.data(), eps_);
+    pos.rope(p.kv.data(), T, 1, D, rd, rope_, false);
+    Ops<B>::roundtrip(p.kv.data(), T, D, kFp8Block, RoundTrip::kFp8Pow2);
+    tap.f32("window_kv", p.kv.data(), {T, D});
 
+    if (ratio_ && kv_source_) p.comp = compressor_.project(x, T);
+    if (ratio_ && index_source_) p.index = indexer_.queries(x, p.qr.data(), T, pos, rope_);
+    return p;
+  }
+
+  /// One sequence's part: rows r0..r0+T-1 of `p` at positions start..start+T-1 write its window
+  /// ring, compressor group and index keys, pick their compressed rows, and attend → o [T, H, D]
+  /// (inverse RoPE applied).
+  void attend(const Projection& p, long r0, long T, long start, State& st, SharedSlots<B>& shared, const Tap<B>& tap,
+              float* o) const {
+    const int H = H_, D = D_, rd = rd_;
+    const float* kv = p.kv.data() + r0 * D;
     const bool prefill = start == 0;
     const long W = W_;
     // prefill attends over this chunk's rows and seeds the ring with its last W rows; decode writes
@@ -108,13 +165,12 @@ class CompressedAttnT {
     {
       float* ring = st.window.data();
       if (st.undo && !prefill) st.undo->save(start, ring + (start % W) * D, D);  // the row this step overwrites
-      const float* pk = kv.data();
       const long first = prefill ? (T > W ? T - W : 0) : 0;
       const long n = prefill ? T - first : 1;
       B::for_each(n * D, [=] DS41_LAMBDA(long e) {
         long t = first + e / D, d = e % D;
         long pos = start + t;
-        ring[(pos % W) * D + d] = pk[t * D + d];
+        ring[(pos % W) * D + d] = kv[t * D + d];
       });
     }
 
@@ -122,12 +178,12 @@ class CompressedAttnT {
     long comp_len = 0, k = 0;
     const float* comp_rows = nullptr;
     Buf<int32_t> comp_idx;
-    if (ratio_) comp_rows = compressed(x, qr.data(), T, start, n_win_rows, st, shared, tap, comp_len, k, comp_idx);
+    if (ratio_) comp_rows = compressed(p, r0, T, start, n_win_rows, st, shared, tap, comp_len, k, comp_idx);
 
     // one KV tensor: window rows then compressed rows; one index list per query
     const long rows = n_win_rows + comp_len;
     auto all_kv = B::template alloc<float>(static_cast<size_t>(rows) * D);
-    B::copy(all_kv.data(), prefill ? kv.data() : st.window.data(), static_cast<size_t>(n_win_rows) * D);
+    B::copy(all_kv.data(), prefill ? kv : st.window.data(), static_cast<size_t>(n_win_rows) * D);
     if (comp_len) B::copy(all_kv.data() + n_win_rows * D, comp_rows, static_cast<size_t>(comp_len) * D);
     const long ncols = n_win_cols + k;
     auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * (ncols > 0 ? ncols : 1));
@@ -149,13 +205,13 @@ class CompressedAttnT {
         for (long j = 0; j < k; ++j) row[n_win_cols + j] = pc[t * k + j];
       });
     }
-    tap.f32("q", q.data(), {T, H, D});
+    float* q = const_cast<float*>(p.q.data()) + r0 * H * D;  // a teacher-forcing tap may replace it
+    tap.f32("q", q, {T, H, D});
 
-    auto o = B::template alloc<float>(static_cast<size_t>(T) * H * D);
     {
-      const float *pq = q.data(), *pkv = all_kv.data(), *sink = sink_.data();
+      const float *pq = q, *pkv = all_kv.data(), *sink = sink_.data();
       const int32_t* pi = idx.data();
-      float* po = o.data();
+      float* po = o;
       const float scale = scale_;
       const int nc = static_cast<int>(ncols);
       if constexpr (!B::kIsDevice) {
@@ -179,25 +235,31 @@ class CompressedAttnT {
         });
       }
     }
-    Ops<B>::rope(o.data(), T * H, D, rd, H, start, 1, cs, sn, true);
-    tap.f32("attn_o", o.data(), {T, H, D});
+    Ops<B>::rope(o, T * H, D, rd, H, start, 1, rope_.cos_t.data(), rope_.sin_t.data(), true);
+    tap.f32("attn_o", o, {T, H, D});
+  }
 
-    // grouped low-rank output: group g maps its heads' H·D/G values to R outputs
-    const long hd = static_cast<long>(H) * D, gin = hd / G_;
+  /// The grouped low-rank output of o [T, H, D] → out [T, dim], for any rows: group g maps its
+  /// heads' H·D/G values to R outputs (block-diagonal wo_a), then wo_b.
+  template <class TapT>
+  void output(const float* o, long T, const TapT& tap, float* out) const {
+    const long hd = static_cast<long>(H_) * D_, gin = hd / G_;
     auto oa = B::template alloc<float>(static_cast<size_t>(T) * G_ * R_);
-    if (torch_small_bmm(gin, T, R_)) {  // the reference's einsum then sums in bf16 (linear_math.hpp)
+    // the reference's einsum sums in bf16 on a small problem (linear_math.hpp); the problem is
+    // one sequence's step, so a batched step's rows (one token each) decide it as one token
+    const long ref_rows = std::is_same_v<TapT, RowTaps<B>> ? 1 : T;
+    if (torch_small_bmm(gin, ref_rows, R_)) {
       const MatrixView wa = wo_a_.view();
-      const float* po = o.data();
       float* pa = oa.data();
       const int G = G_, R = R_;
       B::for_each(T * G * R, [=] DS41_LAMBDA(long e) {
         long t = e / (static_cast<long>(G) * R);
         int gr = static_cast<int>(e % (static_cast<long>(G) * R)), g = gr / R;
-        pa[e] = dot_bf16_running(po + t * hd + g * gin, [=](int k) { return wa.at(gr, k); }, static_cast<int>(gin));
+        pa[e] = dot_bf16_running(o + t * hd + g * gin, [=](int k) { return wa.at(gr, k); }, static_cast<int>(gin));
       });
     } else {
       for (int g = 0; g < G_; ++g)
-        B::linear(o.data() + g * gin, T, hd, wo_a_.view().row_slice(g * R_, R_), oa.data() + g * R_,
+        B::linear(o + g * gin, T, hd, wo_a_.view().row_slice(g * R_, R_), oa.data() + g * R_,
                   static_cast<long>(G_) * R_, OutRound::kBF16);
     }
     B::linear(oa.data(), T, static_cast<long>(G_) * R_, wo_b_.view(), out, dim_, OutRound::kBF16);
@@ -208,7 +270,7 @@ class CompressedAttnT {
 
  private:
   /// The shared compressed KV and this layer's top-k (M:728-762). Returns the compressed rows.
-  const float* compressed(const float* x, const float* qr, long T, long start, long offset, State& st,
+  const float* compressed(const Projection& p, long r0, long T, long start, long offset, State& st,
                           SharedSlots<B>& shared, const Tap<B>& tap, long& comp_len, long& k,
                           Buf<int32_t>& comp_idx) const {
     const int r = ratio_, D = D_;
@@ -221,7 +283,7 @@ class CompressedAttnT {
     const long lstep = r;
     if (kv_source_) {
       latent = B::template alloc<float>(static_cast<size_t>(compressor_.max_new(T)) * D);
-      n_new = compressor_.forward(x, T, start, st.comp, latent.data(), st.undo);
+      n_new = compressor_.absorb(p.comp, r0, T, start, st.comp, latent.data(), st.undo);
       shared.compress_kv = st.compressed.data();
       shared.compress_kv_layer = layer_;
       shared.compress_kv_rows = max_seq_ / ratio_;  // the reference's cache: max_seq_len // ratio rows
@@ -241,7 +303,7 @@ class CompressedAttnT {
         comp_idx = B::template alloc<int32_t>(1);
       } else {
         indexer_.publish_keys(latent.data(), n_new, start, lpos0, lstep, st.index, shared, rope_, tap);
-        k = indexer_.select(x, qr, T, start, offset, shared, rope_, tap, comp_idx);
+        k = indexer_.select(p.index, r0, T, start, offset, shared, tap, comp_idx);
       }
       shared.topk = B::template alloc<int32_t>(static_cast<size_t>(T) * (k > 0 ? k : 1));
       B::copy(shared.topk.data(), comp_idx.data(), static_cast<size_t>(T) * k);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include "attention.hpp"
 #include "engram.hpp"
 #include "highway.hpp"
@@ -44,15 +45,34 @@ class Block {
   /// hash: backend copy of the engram rows (may be null on models without engram).
   void forward(float* h, float* pre_mix, const int32_t* hash, long T, long start, typename Attn::State& st,
                SharedSlots<B>& shared, const Tap<B>& tap) {
+    layer(h, pre_mix, hash, T, T, tap,
+          [&](const float* x, float* y) { attn_.forward(x, T, start, st, shared, tap, y); });
+  }
+
+  /// A batched decode step: row r of h [N, hc, dim] is one token of its own sequence (rows[r]:
+  /// its position, this layer's state, its shared slots and taps). Every weight pass runs once
+  /// over the N rows; row for row the same bits as forward() on that sequence alone.
+  void forward_rows(float* h, float* pre_mix, const int32_t* hash, const std::vector<typename Attn::Row>& rows,
+                    const RowTaps<B>& taps) {
+    const long N = static_cast<long>(rows.size());
+    layer(h, pre_mix, hash, N, 1, taps, [&](const float* x, float* y) { attn_.forward_rows(x, rows, y); });
+  }
+
+ private:
+  /// The layer around its attention (`attend(x, y)`: attn_in → attn_out). tensor_rows: rows of
+  /// the reference's tensors (HighwayT::mixes): T for one sequence, 1 for a batched step.
+  template <class TapT, class Attend>
+  void layer(float* h, float* pre_mix, const int32_t* hash, long T, long tensor_rows, const TapT& tap,
+             Attend&& attend) {
     const int hc = hc_, dim = dim_;
     const size_t n_h = static_cast<size_t>(T) * hc * dim, n_mix = static_cast<size_t>(T) * hc;
-    if (engram_) engram_->forward(h, hash, T, tap);
+    if (engram_) engram_->forward(h, hash, T, tap, tensor_rows);
     tap.f32("h_in", h, {T, hc, dim});
     tap.f32("pre_mix_in", pre_mix, {T, hc}, CapType::kF32);
 
     auto a_pre = B::template alloc<float>(n_mix), a_post = B::template alloc<float>(n_mix);
     auto a_comb = B::template alloc<float>(n_mix * hc);
-    highway_.mixes(highway_.attn(), h, T, a_pre.data(), a_post.data(), a_comb.data());
+    highway_.mixes(highway_.attn(), h, T, a_pre.data(), a_post.data(), a_comb.data(), tensor_rows);
     tap.f32("attn_pre", a_pre.data(), {T, hc}, CapType::kF32);
     tap.f32("attn_post", a_post.data(), {T, hc}, CapType::kF32);
     tap.f32("attn_comb", a_comb.data(), {T, hc, hc}, CapType::kF32);
@@ -62,13 +82,13 @@ class Block {
     Ops<B>::rmsnorm(x.data(), T, dim, attn_norm_.data(), eps_);
     tap.f32("attn_in", x.data(), {T, dim});
     auto y = B::template alloc<float>(static_cast<size_t>(T) * dim);
-    attn_.forward(x.data(), T, start, st, shared, tap, y.data());
+    attend(x.data(), y.data());
     auto h_mid = B::template alloc<float>(n_h);
     highway_.expand_post(y.data(), h, a_post.data(), a_comb.data(), T, h_mid.data());
     tap.f32("h_mid", h_mid.data(), {T, hc, dim});
 
     auto f_post = B::template alloc<float>(n_mix), f_comb = B::template alloc<float>(n_mix * hc);
-    highway_.mixes(highway_.ffn(), h_mid.data(), T, pre_mix, f_post.data(), f_comb.data());
+    highway_.mixes(highway_.ffn(), h_mid.data(), T, pre_mix, f_post.data(), f_comb.data(), tensor_rows);
     tap.f32("ffn_pre", pre_mix, {T, hc}, CapType::kF32);
     tap.f32("ffn_post", f_post.data(), {T, hc}, CapType::kF32);
     tap.f32("ffn_comb", f_comb.data(), {T, hc, hc}, CapType::kF32);
@@ -76,12 +96,11 @@ class Block {
     highway_.collapse(h_mid.data(), a_pre.data(), T, x.data());
     Ops<B>::rmsnorm(x.data(), T, dim, ffn_norm_.data(), eps_);
     tap.f32("ffn_in", x.data(), {T, dim});
-    moe_.forward(x.data(), T, tap, y.data());
+    moe_.forward(x.data(), T, tap, y.data(), tensor_rows);
     highway_.expand_post(y.data(), h_mid.data(), f_post.data(), f_comb.data(), T, h);
     tap.f32("h_out", h, {T, hc, dim});
   }
 
- private:
   int layer_ = 0, dim_ = 0, hc_ = 1;
   float eps_ = 0;
   HighwayT<B> highway_;

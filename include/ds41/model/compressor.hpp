@@ -50,19 +50,42 @@ class CompressorT {
   /// and returns n (0 while a group is still filling).
   /// `undo` (an open checkpoint) keeps the open-group slot a decode step overwrites.
   long forward(const float* x, long T, long start, State& st, float* out, UndoRecord<B>* undo = nullptr) const {
+    Projection p = project(x, T);
+    return absorb(p, 0, T, start, st, out, undo);
+  }
+
+  /// The row-wise half of forward(): what the weights make of each input row, for any rows (a
+  /// batched step projects every sequence's rows at once). ratio 1: the latents, normed; ratio
+  /// r > 1: the float32 kv and gate scores the groups pool.
+  struct Projection {
+    Buf<float> kv, score;  // [T, D] each (score: ratio > 1 only)
+  };
+  Projection project(const float* x, long T) const {
+    const int D = hd_;
+    Projection p;
+    p.kv = B::template alloc<float>(static_cast<size_t>(T) * D);
+    if (ratio_ == 1) {
+      B::linear(x, T, dim_, wkv_.view(), p.kv.data(), D, OutRound::kBF16);
+      Ops<B>::rmsnorm(p.kv.data(), T, D, norm_.data(), eps_);
+      return p;
+    }
+    p.score = B::template alloc<float>(static_cast<size_t>(T) * D);
+    B::linear(x, T, dim_, wkv_.view(), p.kv.data(), D, OutRound::kF32);
+    B::linear(x, T, dim_, wgate_.view(), p.score.data(), D, OutRound::kF32);
+    return p;
+  }
+
+  /// The per-sequence half: rows r0..r0+T-1 of a projection, one sequence's tokens at positions
+  /// start..start+T-1, pooled into its groups (see forward()).
+  long absorb(const Projection& p, long r0, long T, long start, State& st, float* out, UndoRecord<B>* undo = nullptr) const {
     const int D = hd_;
     if (ratio_ == 1) {
-      B::linear(x, T, dim_, wkv_.view(), out, D, OutRound::kBF16);
-      Ops<B>::rmsnorm(out, T, D, norm_.data(), eps_);
+      B::copy(out, p.kv.data() + r0 * D, static_cast<size_t>(T) * D);
       return T;
     }
     const int r = ratio_;
-    auto kv = B::template alloc<float>(static_cast<size_t>(T) * D);
-    auto sc = B::template alloc<float>(static_cast<size_t>(T) * D);
-    B::linear(x, T, dim_, wkv_.view(), kv.data(), D, OutRound::kF32);
-    B::linear(x, T, dim_, wgate_.view(), sc.data(), D, OutRound::kF32);
     float *skv = st.kv.data(), *ssc = st.score.data();
-    const float *pkv = kv.data(), *psc = sc.data();
+    const float *pkv = p.kv.data() + r0 * D, *psc = p.score.data() + r0 * D;
     long n = 0;
     if (start == 0) {
       const long groups = T / r, cutoff = groups * r;
@@ -75,6 +98,7 @@ class CompressorT {
       });
       n = groups;
     } else {
+      DS41_CHECK(T == 1, "internal: a compressor step past the prompt takes one token");
       const long slot = start % r;
       if (undo) {
         undo->save(start, skv + slot * D, D);

@@ -194,7 +194,10 @@ class EngramT {
   }
 
   /// h: [T, hc, dim] updated in place; hash: backend copy of [T, n_engram_layers, cols].
-  void forward(float* h, const int32_t* hash, long T, const Tap<B>& tap) const {
+  /// tensor_rows: as HighwayT::mixes (the gate's sigmoid path); TapT: Tap or RowTaps.
+  template <class TapT>
+  void forward(float* h, const int32_t* hash, long T, const TapT& tap, long tensor_rows = 0) const {
+    const long tr = tensor_rows > 0 ? tensor_rows : T;
     const int C = cols_, hd = hd_, hc = hc_, dim = dim_, L = n_layers_, slot = slot_;
     auto ids = B::template alloc<int32_t>(static_cast<size_t>(T) * C);
     {
@@ -227,7 +230,7 @@ class EngramT {
         const float* w = qk + static_cast<long>(i) * dim;
         float dot = torch_order_sum(dim, [=](long d) { return x[d] * w[d] * key[d]; });
         dot = dot * rstd * inv_sqrt_dim;
-        pg[e] = torch_sigmoid(copysignf(sqrtf(fmaxf(fabsf(dot), 1e-6f)), dot), e, T * hc);
+        pg[e] = torch_sigmoid(copysignf(sqrtf(fmaxf(fabsf(dot), 1e-6f)), dot), e % (tr * hc), tr * hc);
       });
       const float* pgc = pg;
       B::for_each(T * hc * dim, [=] DS41_LAMBDA(long e) {

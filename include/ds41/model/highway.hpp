@@ -39,7 +39,12 @@ class HighwayT {
   const MixWeights& ffn() const { return ffn_; }
 
   /// Mixes of a stream h [T, hc, dim]: pre [T, hc], post [T, hc], comb [T, hc, hc].
-  void mixes(const MixWeights& m, const float* h, long T, float* pre, float* post, float* comb) const {
+  /// `tensor_rows`: rows of the reference's tensor each row was computed in, which decides each
+  /// sigmoid's exp path (torch_math.hpp): T (0) for one sequence's step, 1 for a batched decode
+  /// step whose rows are different sequences' one-token steps.
+  void mixes(const MixWeights& m, const float* h, long T, float* pre, float* post, float* comb,
+             long tensor_rows = 0) const {
+    const long tr = tensor_rows > 0 ? tensor_rows : T;
     const int mix = (2 + hc_) * hc_;
     const long hd = static_cast<long>(hc_) * dim_;
     auto raw = B::template alloc<float>(static_cast<size_t>(T) * mix);
@@ -53,7 +58,7 @@ class HighwayT {
       float rs = rsqrt_ref(sum_squares(h + t * hd, static_cast<int>(hd)) / static_cast<float>(hd) + neps);
       float* row = r + t * mix;
       for (int i = 0; i < mix; ++i) row[i] = row[i] * rs;
-      hc_split_sinkhorn(row, scale, base, hc, iters, heps, pre + t * hc, post + t * hc, comb + t * hc * hc, t, T);
+      hc_split_sinkhorn(row, scale, base, hc, iters, heps, pre + t * hc, post + t * hc, comb + t * hc * hc, t % tr, tr);
     });
     B::sync();
   }

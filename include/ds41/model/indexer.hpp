@@ -62,9 +62,31 @@ class IndexerT {
     tap.f32("index_key", k, {n, idim_});
   }
 
-  /// Top-k compressed positions per query: returns k and fills `out` [T, k].
-  long select(const float* x, const float* qr, long T, long start, long offset, SharedSlots<B>& shared,
-              const RopeTables<B>& rope, const Tap<B>& tap, Buf<int32_t>& out) const {
+  /// The row-wise half of select(): each query row's index heads (wq_b on qr, RoPE at its
+  /// position, fp4 round trip) and head weights (weights_proj on x, times the softmax scale), for
+  /// any rows (a batched step makes every sequence's at once).
+  struct Queries {
+    Buf<float> q, w;  // [T, H, Di], [T, H]
+  };
+  Queries queries(const float* x, const float* qr, long T, const RowPositions<B>& pos, const RopeTables<B>& rope) const {
+    const int H = heads_, Di = idim_;
+    Queries r;
+    r.q = B::template alloc<float>(static_cast<size_t>(T) * H * Di);
+    B::linear(qr, T, wq_b_.cols(), wq_b_.view(), r.q.data(), static_cast<long>(H) * Di, OutRound::kBF16);
+    pos.rope(r.q.data(), T, H, Di, rd_, rope, false);
+    Ops<B>::roundtrip(r.q.data(), T * H, Di, kFp4IndexBlock, RoundTrip::kFp4Pow2);
+    r.w = B::template alloc<float>(static_cast<size_t>(T) * H);
+    B::linear(x, T, dim_, weights_proj_.view(), r.w.data(), H, OutRound::kBF16);
+    float* pw = r.w.data();
+    const float ws = w_scale_;
+    B::for_each(T * H, [=] DS41_LAMBDA(long e) { pw[e] = bf16_round(pw[e] * ws); });
+    return r;
+  }
+
+  /// Top-k compressed positions of one sequence's T queries at start..start+T-1 (rows r0.. of
+  /// `qs`): returns k and fills `out` [T, k].
+  long select(const Queries& qs, long r0, long T, long start, long offset, SharedSlots<B>& shared, const Tap<B>& tap,
+              Buf<int32_t>& out) const {
     const int H = heads_, Di = idim_;
     DS41_CHECK(shared.index_k != nullptr, "indexer of layer ", layer_,
                ": no index keys have been published by a kv source yet");
@@ -82,19 +104,11 @@ class IndexerT {
                (topk_ < visible ? topk_ : visible), " of the index scores is asked for, but the keys published last (layer ",
                shared.index_k_layer, ") hold only ", nk, " rows (max_seq_len / its ratio); the reference's "
                "torch.topk fails here too (selected index k out of range)");
-    auto q = B::template alloc<float>(static_cast<size_t>(T) * H * Di);
-    B::linear(qr, T, wq_b_.cols(), wq_b_.view(), q.data(), static_cast<long>(H) * Di, OutRound::kBF16);
-    Ops<B>::rope(q.data(), T * H, Di, rd_, H, start, 1, rope.cos_t.data(), rope.sin_t.data(), false);
-    Ops<B>::roundtrip(q.data(), T * H, Di, kFp4IndexBlock, RoundTrip::kFp4Pow2);
-    auto w = B::template alloc<float>(static_cast<size_t>(T) * H);
-    B::linear(x, T, dim_, weights_proj_.view(), w.data(), H, OutRound::kBF16);
     auto score = B::template alloc<float>(static_cast<size_t>(T) * nk);
     {
-      const float *pq = q.data(), *keys = shared.index_k;
-      float* pw = w.data();
+      const float *pq = qs.q.data() + r0 * H * Di, *keys = shared.index_k;
+      const float* pw = qs.w.data() + r0 * H;
       float* ps = score.data();
-      const float ws = w_scale_;
-      B::for_each(T * H, [=] DS41_LAMBDA(long e) { pw[e] = bf16_round(pw[e] * ws); });
       // einsum("bshd,btd->bsht") is one bmm of [T·H, Di] x [Di, nk]
       const bool small = torch_small_bmm(Di, T * H, nk);
       if constexpr (!B::kIsDevice) {

@@ -8,6 +8,7 @@
 // rollback / truncate live on the sequence. prefill/decode/release drive one sequence the model
 // keeps itself, as before.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -100,6 +101,13 @@ class Model {
   /// would give alone. Every segment is checked before any work: a bad one (a sequence of another
   /// model or broken, the same sequence twice, a token out of range, past max_seq_len) is refused
   /// and no sequence changes. Returns, per segment, its rows' logits (all or the last).
+  ///
+  /// How it runs: a prompt (a segment on an empty sequence) is the reference's prefill, one pass
+  /// of its own. The continuations run as decode steps of one token per sequence, the i-th tokens
+  /// of all of them together (a wave): every weight pass, experts grouped by expert, runs once over
+  /// the wave's rows; the window, compressor, indexer and attention per row. A segment's own
+  /// tokens stay one decode step each, in order (the reference's definition of them), so a chunk
+  /// of S tokens takes S waves.
   std::vector<std::vector<StepResult>> step(std::vector<Segment>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       DS41_CHECK(batch[i].seq != nullptr, "step: segment ", i, " has no sequence");
@@ -108,10 +116,38 @@ class Model {
         DS41_CHECK(batch[j].seq != batch[i].seq, "step: segments ", j, " and ", i,
                    " continue the same sequence (one segment per sequence in a step)");
     }
-    std::vector<std::vector<StepResult>> out;
-    for (Segment& g : batch) {
-      if (g.all_logits) out.push_back(extend_rows(*g.seq, g.tokens, g.sinks));
-      else out.push_back({extend(*g.seq, g.tokens, g.sinks ? g.sinks(static_cast<long>(g.tokens.size()) - 1) : nullptr)});
+    std::vector<std::vector<StepResult>> out(batch.size());
+    std::vector<size_t> decoding;
+    size_t waves = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Segment& g = batch[i];
+      if (g.seq->pos_ == 0) {
+        if (g.all_logits) out[i] = extend_rows(*g.seq, g.tokens, g.sinks);
+        else out[i].push_back(extend(*g.seq, g.tokens, g.sinks ? g.sinks(static_cast<long>(g.tokens.size()) - 1) : nullptr));
+      } else {
+        decoding.push_back(i);
+        waves = std::max(waves, g.tokens.size());
+      }
+    }
+    for (size_t w = 0; w < waves; ++w) {
+      std::vector<Sequence*> seqs;
+      std::vector<int32_t> toks;
+      std::vector<CaptureSink*> sinks;
+      std::vector<size_t> of;
+      for (size_t i : decoding) {
+        Segment& g = batch[i];
+        if (w >= g.tokens.size()) continue;
+        seqs.push_back(g.seq);
+        toks.push_back(g.tokens[w]);
+        const bool last = w + 1 == g.tokens.size();
+        sinks.push_back(g.sinks && (g.all_logits || last) ? g.sinks(static_cast<long>(w)) : nullptr);
+        of.push_back(i);
+      }
+      std::vector<StepResult> r = run_rows(seqs, toks, sinks);
+      for (size_t j = 0; j < of.size(); ++j) {
+        Segment& g = batch[of[j]];
+        if (g.all_logits || w + 1 == g.tokens.size()) out[of[j]].push_back(std::move(r[j]));
+      }
     }
     return out;
   }
@@ -218,6 +254,91 @@ class Model {
                "..", start + static_cast<long>(tokens.size()) - 1, " exceed max_seq_len ", cfg_.max_seq_len);
   }
 
+  /// One decode step of several sequences at once, one token each (`seqs` distinct, none empty):
+  /// row r continues seqs[r] by toks[r], its captures go to sinks[r]. Returns each row's logits.
+  /// A failure marks every sequence of the step broken.
+  std::vector<StepResult> run_rows(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& toks,
+                                   const std::vector<CaptureSink*>& sinks) {
+    const long N = static_cast<long>(seqs.size());
+    if (N == 1) return {run_guarded(*seqs[0], {toks[0]}, sinks[0])};
+    try {
+      return run_rows_unguarded(seqs, toks, sinks);
+    } catch (...) {
+      for (Sequence* s : seqs) s->broken_ = true;
+      throw;
+    }
+  }
+  std::vector<StepResult> run_rows_unguarded(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& toks,
+                                             const std::vector<CaptureSink*>& sinks) {
+    const long N = static_cast<long>(seqs.size());
+    const int hc = cfg_.hc_mult, dim = cfg_.dim;
+    RowTaps<B> taps;
+    for (long r = 0; r < N; ++r) {
+      Sequence& s = *seqs[r];
+      DS41_CHECK(s.pos_ > 0, "internal: a batched step continues sequences");
+      if (s.undo_) s.undo_->save_shared(s.pos_, s.shared_);
+      for (auto& l : s.layers_) l.undo = s.undo_.get();
+      taps.rows.push_back(Tap<B>{sinks[r], ""});
+      taps.rows[r].i32_host("tokens", {toks[r]}, {1});
+    }
+
+    Buf<int32_t> hash;
+    if (cfg_.n_engram_layers()) {
+      std::vector<int32_t> all;
+      for (long r = 0; r < N; ++r) {
+        std::vector<int32_t> hh = seqs[r]->hasher_.hash(&toks[r], 1, seqs[r]->pos_);
+        taps.rows[r].i32_host("engram_hash", hh, {1, cfg_.n_engram_layers(), cfg_.engram_cols()});
+        all.insert(all.end(), hh.begin(), hh.end());
+      }
+      hash = B::template alloc<int32_t>(all.size());
+      B::upload(hash.data(), all.data(), all.size());
+    }
+
+    auto ids = B::template alloc<int32_t>(N);
+    B::upload(ids.data(), toks.data(), N);
+    auto x = B::template alloc<float>(static_cast<size_t>(N) * dim);
+    embed_rows(embed_.view(), ids.data(), N, dim, x.data());
+    taps.f32("embed", x.data(), {N, dim});
+    auto h = B::template alloc<float>(static_cast<size_t>(N) * hc * dim);
+    HighwayT<B>::expand_copies(x.data(), N, hc, dim, h.data());
+    auto pre = B::template alloc<float>(static_cast<size_t>(N) * hc);
+    HighwayT<B>::identity_pre(N, hc, pre.data());
+
+    std::vector<typename BlockT::Attn::Row> rows(N);
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      const std::string prefix = "layers." + std::to_string(l) + ".";
+      for (long r = 0; r < N; ++r)
+        rows[r] = {seqs[r]->pos_, &seqs[r]->layers_[l], &seqs[r]->shared_, taps.rows[r].sub(prefix)};
+      layers_[l]->forward_rows(h.data(), pre.data(), hash.data(), rows, taps.sub(prefix));
+    }
+
+    HighwayT<B>::collapse(h.data(), pre.data(), N, hc, dim, x.data());
+    taps.f32("h_final", x.data(), {N, dim});
+    Ops<B>::rmsnorm(x.data(), N, dim, norm_.data(), static_cast<float>(cfg_.norm_eps));
+    taps.f32("head_in", x.data(), {N, dim});
+    const long V = cfg_.vocab_size;
+    auto logits = B::template alloc<float>(static_cast<size_t>(N) * V);
+    B::linear(x.data(), N, dim, head_.view(), logits.data(), V, OutRound::kF32);
+    for (long r = 0; r < N; ++r) taps.rows[r].f32("logits", logits.data() + r * V, {V}, CapType::kF32);
+    std::vector<float> all(static_cast<size_t>(N) * V);
+    B::download(all.data(), logits.data(), all.size());
+    std::vector<StepResult> out(N);
+    for (long r = 0; r < N; ++r) {
+      out[r] = logits_row(all.data() + r * V, V);
+      seqs[r]->pos_ += 1;
+    }
+    return out;
+  }
+
+  static StepResult logits_row(const float* row, long V) {
+    StepResult r;
+    r.logits.assign(row, row + V);
+    r.argmax = 0;
+    for (long v = 1; v < V; ++v)
+      if (r.logits[v] > r.logits[r.argmax]) r.argmax = static_cast<int32_t>(v);
+    return r;
+  }
+
   /// One step of the reference on `s`: a prefill of every token at position 0, else one decode
   /// step of one token. `rows` (prefill only): every position's logits, not just the last's.
   StepResult run(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink,
@@ -265,14 +386,7 @@ class Model {
 
     std::vector<float> all(static_cast<size_t>(n_out) * V);
     B::download(all.data(), logits.data(), all.size());
-    auto result = [&](long row) {
-      StepResult r;
-      r.logits.assign(all.begin() + row * V, all.begin() + (row + 1) * V);
-      r.argmax = 0;
-      for (long v = 1; v < V; ++v)
-        if (r.logits[v] > r.logits[r.argmax]) r.argmax = static_cast<int32_t>(v);
-      return r;
-    };
+    auto result = [&](long row) { return logits_row(all.data() + row * V, V); };
     s.pos_ = start + T;
     if (start == 0) s.prompt_len_ = T;
     if (rows)

@@ -93,15 +93,20 @@ class MoeT {
     experts_.prefetch(wanted);
   }
 
-  /// x: [T, dim] (ffn_in) → out [T, dim].
-  void forward(const float* x, long T, const Tap<B>& tap, float* out) {
+  /// x: [T, dim] (ffn_in) → out [T, dim]. `tensor_rows`: as HighwayT::mixes — T (0) for one
+  /// sequence's step; 1 for a batched decode step of different sequences' rows, where each row's
+  /// router and each row's expert calls are, in the reference, tensors of their own (the
+  /// sigmoid/softplus and SiLU exp paths depend on it). TapT: Tap or RowTaps.
+  template <class TapT>
+  void forward(const float* x, long T, const TapT& tap, float* out, long tensor_rows = 0) {
+    const bool row_local = tensor_rows == 1 && T > 1;
     const int E = E_, K = K_;
     if constexpr (kPrefetches)
       if (next_) next_->predict_and_prefetch(x, T);  // the next layer's reads overlap this layer
     auto scores = B::template alloc<float>(static_cast<size_t>(T) * E);
     auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * K);
     auto wts = B::template alloc<float>(static_cast<size_t>(T) * K);
-    route(x, T, scores.data(), idx.data(), wts.data());
+    route(x, T, scores.data(), idx.data(), wts.data(), tensor_rows);
     tap.f32("moe_scores", scores.data(), {T, E}, CapType::kF32);
     tap.i32("moe_indices", idx.data(), {T, K});
     tap.f32("moe_weights", wts.data(), {T, K}, CapType::kF32);
@@ -123,11 +128,11 @@ class MoeT {
             rw.push_back(h_w[t * K + j]);
           }
       if (rows.empty()) continue;
-      run_expert(experts_.get(e), x, rows, &rw, acc.data());
+      run_expert(experts_.get(e), x, rows, &rw, acc.data(), row_local);
     }
     std::vector<int32_t> all(T);
     for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
-    run_expert(shared_, x, all, nullptr, acc.data());
+    run_expert(shared_, x, all, nullptr, acc.data(), row_local);
     float* pa = acc.data();
     B::for_each(T * dim_, [=] DS41_LAMBDA(long e) { out[e] = bf16_round(pa[e]); });
     tap.f32("ffn_out", out, {T, dim_});
@@ -135,8 +140,9 @@ class MoeT {
 
   /// Router: f32 Linear on bf16 values, score function, biased top-k, weights from raw scores;
   /// scores [T, E], idx/wts [T, K] on the backend. (Public for CUDA's extended lambdas.)
-  void route(const float* x, long T, float* scores, int32_t* idx, float* wts) const {
+  void route(const float* x, long T, float* scores, int32_t* idx, float* wts, long tensor_rows = 0) const {
     const int E = E_, K = K_;
+    const long tr = tensor_rows > 0 ? tensor_rows : T;
     B::linear(x, T, dim_, gate_.view(), scores, E, OutRound::kF32);
     {
       float* ps = scores;
@@ -159,7 +165,8 @@ class MoeT {
           for (int e = 0; e < E; ++e) {
             float z = s[e] / temp;
             // torch.sigmoid over the [T, E] scores: the element's position picks its exp path
-            s[e] = sf == ScoreFunc::kSigmoid ? torch_sigmoid(z, t * E + e, T * E) : sqrtf(torch_softplus(z, t * E + e, T * E));
+            const long i = t % tr * E + e, n = tr * E;
+            s[e] = sf == ScoreFunc::kSigmoid ? torch_sigmoid(z, i, n) : sqrtf(torch_softplus(z, i, n));
           }
         }
         // biased scores select; at most 64 experts chosen per token
@@ -181,10 +188,12 @@ class MoeT {
     }
   }
 
-  /// acc[rows[i]] += w2(bf16(weight_i · silu(clamp(w1 x)) · clamp(w3 x))) for the gathered rows.
+  /// acc[rows[i]] += w2(bf16(weight_i · silu(clamp(w1 x)) · clamp(w3 x))) for the gathered rows;
+  /// `row_local`: each row was its own call in the reference (a batched decode step), else the
+  /// rows were one call's [n, I] tensor.
   /// (Public: CUDA's extended lambdas may not live in private member functions.)
   void run_expert(const ExpertWeights<B>& ew, const float* x, const std::vector<int32_t>& rows,
-                  const std::vector<float>* weights, float* acc) const {
+                  const std::vector<float>* weights, float* acc, bool row_local = false) const {
     const long n = static_cast<long>(rows.size());
     const int dim = dim_, I = inter_;
     auto d_rows = B::template alloc<int32_t>(n);
@@ -211,7 +220,7 @@ class MoeT {
           uv = fminf(fmaxf(uv, -lim), lim);
           gv = fminf(gv, lim);
         }
-        float h = torch_silu(gv, e, n * I) * uv;
+        float h = row_local ? torch_silu(gv, e % I, I) * uv : torch_silu(gv, e, n * I) * uv;
         if (pw) h = pw[e / I] * h;
         pg[e] = bf16_round(h);
       });

@@ -25,6 +25,17 @@ struct Ops {
     });
   }
 
+  /// RoPE as rope(), row r at position pos[r / rows_per_pos] (pos: backend memory): the rows of a
+  /// batched step, each at its own sequence's position.
+  static void rope_at(float* x, long rows, int row_len, int rd, long rows_per_pos, const long* pos,
+                      const float* cos_t, const float* sin_t, bool inverse) {
+    const int half = rd / 2;
+    B::for_each(rows, [=] DS41_LAMBDA(long r) {
+      const long p = pos[r / rows_per_pos];
+      rope_rotate(x + r * row_len + (row_len - rd), cos_t + p * half, sin_t + p * half, half, inverse);
+    });
+  }
+
   /// A quantise-dequantise round trip over blocks of each row.
   static void roundtrip(float* x, long rows, int n, int block, RoundTrip kind) {
     B::for_each(rows, [=] DS41_LAMBDA(long r) { roundtrip_row(x + r * n, n, block, kind); });
@@ -46,6 +57,20 @@ struct RopeTables {
     sin_t = B::template alloc<float>(s.size());
     B::upload(cos_t.data(), c.data(), c.size());
     B::upload(sin_t.data(), s.data(), s.size());
+  }
+};
+
+/// The positions of a step's rows: one sequence's start, start + 1, ..., or (`at`, backend
+/// memory) each row its own, the rows of a batched decode step being different sequences'.
+template <class B>
+struct RowPositions {
+  long start = 0;
+  const long* at = nullptr;
+
+  /// RoPE on rows [T, heads, row_len] (the last rd dims of each head), row t at its position.
+  void rope(float* x, long T, int heads, int row_len, int rd, const RopeTables<B>& t, bool inverse) const {
+    if (at) Ops<B>::rope_at(x, T * heads, row_len, rd, heads, at, t.cos_t.data(), t.sin_t.data(), inverse);
+    else Ops<B>::rope(x, T * heads, row_len, rd, heads, start, 1, t.cos_t.data(), t.sin_t.data(), inverse);
   }
 };
 

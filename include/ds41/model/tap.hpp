@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "../core/error.hpp"
 
 namespace ds41 {
 
@@ -67,6 +68,44 @@ struct Tap {
   /// Host-resident integer data (tokens, hash rows computed on the host).
   void i32_host(const std::string& name, const std::vector<int32_t>& h, const std::vector<long>& shape) const {
     if (sink) sink->put(prefix + name, shape, CapType::kI32, nullptr, &h);
+  }
+};
+
+/// The taps of a batched decode step, whose rows belong to different sequences: row r's part of
+/// a capture [N, ...] goes to rows[r] as [1, ...], the shape a one-token step of that sequence
+/// gives it. The same calls as Tap, so a component's code takes either.
+template <class B>
+struct RowTaps {
+  std::vector<Tap<B>> rows;
+
+  explicit operator bool() const {
+    for (const Tap<B>& t : rows)
+      if (t) return true;
+    return false;
+  }
+  RowTaps sub(const std::string& p) const {
+    RowTaps r;
+    for (const Tap<B>& t : rows) r.rows.push_back(t.sub(p));
+    return r;
+  }
+  void f32(const std::string& name, const float* p, const std::vector<long>& shape, CapType t = CapType::kBF16) const {
+    each(shape, [&](long r, const std::vector<long>& one, size_t n) { rows[r].f32(name, p + r * n, one, t); });
+  }
+  void i32(const std::string& name, const int32_t* p, const std::vector<long>& shape, CapType t = CapType::kI32) const {
+    each(shape, [&](long r, const std::vector<long>& one, size_t n) { rows[r].i32(name, p + r * n, one, t); });
+  }
+
+ private:
+  template <class F>
+  void each(const std::vector<long>& shape, F&& f) const {
+    if (!*this) return;
+    DS41_CHECK(!shape.empty() && shape[0] == static_cast<long>(rows.size()), "internal: a batched capture's ",
+               "leading dimension is not the batch's rows");
+    std::vector<long> one = shape;
+    one[0] = 1;
+    const size_t n = Tap<B>::count(one);
+    for (long r = 0; r < shape[0]; ++r)
+      if (rows[r]) f(r, one, n);
   }
 };
 
