@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 #include "ds41/ds41.hpp"
@@ -126,6 +127,81 @@ TEST_CASE("a batch of sequences at different lengths gives each row the bits it 
           const size_t first = fed[q] - batch[b].tokens.size();
           for (size_t j = 0; j < out[b].size(); ++j) CHECK(same_bits(out[b][j].logits, alone[q][1 + first + j]));
         }
+      }
+    }
+  }
+}
+
+/// Every capture of a step, by name (integer captures as floats).
+struct RecordingSink : CaptureSink {
+  std::map<std::string, std::pair<std::vector<long>, std::vector<float>>> got;
+  void put(const std::string& name, const std::vector<long>& shape, CapType, const std::vector<float>* f32,
+           const std::vector<int32_t>* i32) override {
+    std::vector<float> v = f32 ? *f32 : std::vector<float>(i32->begin(), i32->end());
+    got[name] = {shape, std::move(v)};
+  }
+};
+
+bool same_captures(const RecordingSink& a, const RecordingSink& b, std::string& first_diff) {
+  if (a.got.size() != b.got.size()) return first_diff = "capture count", false;
+  for (const auto& [name, v] : a.got) {
+    auto it = b.got.find(name);
+    if (it == b.got.end() || it->second.first != v.first || !same_bits(it->second.second, v.second))
+      return first_diff = name, false;
+  }
+  return true;
+}
+
+TEST_CASE("a wide batch gives every row, every capture, the bits of its sequence alone") {
+  // 9 rows: torch's flat-position exp paths (the hc sigmoids over [T, hc], the router's over
+  // [T, E], the engram gate's, SwiGLU's over [n, I]) take the vector path for the first 16
+  // elements of a tensor, so a batch computed as one [9, ...] tensor would differ from each
+  // sequence's one-token step; every row must be its own tensor. The fixtures: both tiny ones
+  // (hc 4, engram), expert widths that are not a multiple of 16 (top1: 24, w_d1000: 72; where a
+  // [n, I] SwiGLU and n [1, I] ones differ) and router widths likewise (33 sigmoid, 17 sqrt-softplus)
+  for (const char* name : {"ds41_tiny_golden", "ds41_tiny_fp8_golden", "extra/top1", "extra/w_d1000",
+                           "extra/r_sig_e33_k12", "extra/r_sqrt_e17_k9"}) {
+    const std::string path = std::string(DS41_GOLDEN_DIR "/") + name + ".json";
+    CAPTURE(path);
+    Fixture f(path);
+    Model<HostBackend> m(f.g.config, f.w);
+    const long V = f.g.config.vocab_size;
+    constexpr int kSeqs = 9;
+    std::vector<std::vector<int32_t>> prompts(kSeqs), rest(kSeqs);
+    for (int q = 0; q < kSeqs; ++q) {
+      const size_t len = std::max<size_t>(1, f.g.prompt_tokens.size() - static_cast<size_t>(q) % 4);
+      for (size_t j = 0; j < len; ++j) prompts[q].push_back(static_cast<int32_t>((f.g.prompt_tokens[j] + 7 * q) % V));
+      for (int32_t t : f.g.decode_tokens) rest[q].push_back(static_cast<int32_t>((t + 11 * q) % V));
+    }
+    // alone: each sequence's captures of each decode step
+    std::vector<std::vector<RecordingSink>> alone(kSeqs);
+    for (int q = 0; q < kSeqs; ++q) {
+      Seq s = m.make_sequence();
+      m.extend(s, prompts[q]);
+      for (int32_t t : rest[q]) {
+        alone[q].emplace_back();
+        m.extend(s, {t}, &alone[q].back());
+      }
+    }
+    std::vector<Seq> seqs;
+    for (int q = 0; q < kSeqs; ++q) {
+      seqs.push_back(m.make_sequence());
+      m.extend(seqs[q], prompts[q]);
+    }
+    for (size_t i = 0; i < f.g.decode_tokens.size(); ++i) {
+      std::vector<RecordingSink> sinks(kSeqs);
+      std::vector<Model<HostBackend>::Segment> batch(kSeqs);
+      for (int q = 0; q < kSeqs; ++q) {
+        batch[q].seq = &seqs[q];
+        batch[q].tokens = {rest[q][i]};
+        batch[q].sinks = [&sinks, q](long) -> CaptureSink* { return &sinks[q]; };
+      }
+      m.step(batch);
+      for (int q = 0; q < kSeqs; ++q) {
+        CAPTURE(i);
+        CAPTURE(q);
+        std::string diff;
+        CHECK_MESSAGE(same_captures(sinks[q], alone[q][i], diff), "first capture that differs: ", diff);
       }
     }
   }
