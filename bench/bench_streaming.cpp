@@ -15,20 +15,31 @@
 //   BM_RawDirect/random/inflight   O_DIRECT reads of whole experts (18.8 MB), 64 per iteration,
 //                                  in file order (random=0) or a random order over both layers,
 //                                  by `inflight` threads: the disk's reference rate
+//   BM_RawUring/random/depth/chunk_kib
+//                                  the same 64 expert reads from one thread through io_uring
+//                                  (io/uring_reader.hpp; only where liburing was found): `depth`
+//                                  reads of at most `chunk_kib` KiB in flight
 //   BM_ReleasedStore/prefetch/readers
 //                                  64 random experts through ExpertCache (O_DIRECT, `readers`
 //                                  reader threads), get() after get(), with (1) or without (0)
 //                                  the next 6 prefetched while the current 6 are converted;
 //                                  convert_on_readers=1: the reader threads also convert
-//   BM_ReleasedDecode/readers      8 decode steps over both layers at a 25% cache budget (192
-//                                  experts), the page cache dropped once at the start: 6 experts
-//                                  per layer drawn with a Zipf(1) skew, each used by a one-token
-//                                  fp4 Linear through w1, w3 and w2 (HostBackend::linear),
+//   BM_ReleasedConvert             one expert's staged bytes to resident weights (ExpertSource
+//                                  decode + the host's panel packing), from memory: the per-expert
+//                                  conversion cost that must stay below a read's
+//   BM_ReleasedDecode/budget/readers/convert_on_readers
+//                                  8 decode steps over both layers at a cache budget of `budget`%
+//                                  of the 768 experts, the page cache dropped once at the start: 6
+//                                  experts per layer drawn with a Zipf(1) skew, each used by a
+//                                  one-token fp4 Linear through w1, w3 and w2 (HostBackend::linear),
 //                                  the next layer's experts prefetched (oracle prediction) before
-//                                  this layer computes; reports the share of read time hidden
-//                                  behind that compute (1 - get()'s wait / read time; layer 0 of
-//                                  each step is not predicted, so with 2 layers about half the
-//                                  reads cannot be hidden: the bound is ~0.5 here)
+//                                  this layer computes; tokens/s (a step is one token through the
+//                                  2 layers), and the share of read time hidden behind that compute
+//                                  two ways: hidden_share = 1 - get()'s wait / read time summed over
+//                                  reader threads (reads in flight together count more than once),
+//                                  hidden_wall = 1 - wait / the wall time some read was in flight.
+//                                  Layer 0 of each step is not predicted, so with 2 layers about
+//                                  half the reads cannot be hidden.
 // Rates are bytes/s of expert data (wall clock); compare store rates with the raw rates of the
 // same run.
 #include <benchmark/benchmark.h>
@@ -51,6 +62,7 @@
 #include "ds41/io/golden.hpp"
 #include "ds41/io/direct_reader.hpp"
 #include "ds41/io/safetensors_weights.hpp"
+#include "ds41/io/uring_reader.hpp"
 #include "ds41/model/streamed_experts.hpp"
 
 using namespace ds41;
@@ -327,6 +339,52 @@ BENCHMARK(BM_RawDirect)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+void BM_RawUring(benchmark::State& st) {
+#ifdef DS41_URING
+  Released& R = released();
+  if (!R.src) return st.SkipWithError(R.error.c_str());
+  const bool random = st.range(0) != 0;
+  const unsigned depth = static_cast<unsigned>(st.range(1));
+  const uint64_t chunk = static_cast<uint64_t>(st.range(2)) << 10;
+  const ExpertSliceMap& m = R.src->slices();
+  const int fd = ::open(R.file.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) return st.SkipWithError("O_DIRECT refused");
+  const uint64_t span = align_up(kExpertBytes) + kDirectAlign;
+  std::vector<AlignedBuf> bufs;
+  for (int i = 0; i < 64; ++i) bufs.emplace_back(span);
+  UringReader ring(depth);
+  uint64_t bytes = 0, seed = 1;
+  for (auto _ : st) {
+    st.PauseTiming();
+    R.drop();
+    const auto order = pick(random, seed++);
+    std::vector<UringReader::Request> reqs;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const ExpertSliceMap::Expert& ex = m.at(order[i].first, order[i].second);
+      const uint64_t off = align_down(ex.parts.front().offset);
+      reqs.push_back({fd, off, align_up(ex.parts.front().offset + ex.bytes) - off, bufs[i].data()});
+    }
+    st.ResumeTiming();
+    ring.read_all(reqs, chunk, "bench expert");
+    bytes += order.size() * kExpertBytes;
+  }
+  ::close(fd);
+  st.counters["bytes/s"] = benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsRate);
+  st.SetLabel("io_uring O_DIRECT, cache dropped by " + R.how_dropped);
+#else
+  st.SkipWithError("built without liburing");
+#endif
+}
+BENCHMARK(BM_RawUring)
+    ->ArgNames({"random", "depth", "chunk_kib"})
+    ->Args({1, 1, 18432})
+    ->Args({1, 4, 18432})
+    ->Args({1, 16, 1024})
+    ->Args({1, 64, 256})
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 StreamOptions released_options(int readers, long capacity, bool convert_on_readers) {
   StreamOptions o;
   o.convert_on_readers = convert_on_readers;
@@ -374,11 +432,45 @@ BENCHMARK(BM_ReleasedStore)
     ->ArgNames({"prefetch", "readers", "convert_on_readers"})
     ->Args({0, 1, 0})
     ->Args({1, 1, 0})
+    ->Args({1, 2, 0})
     ->Args({1, 4, 0})
     ->Args({1, 2, 1})
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+void BM_ReleasedConvert(benchmark::State& st) {
+  Released& R = released();
+  if (!R.src) return st.SkipWithError(R.error.c_str());
+  const ExpertSliceMap::Expert& ex = R.src->slices().at(0, 0);
+  const gguf::PosixFile f(R.file);
+  std::vector<uint8_t> raw(ex.bytes);
+  std::vector<const uint8_t*> parts;
+  uint64_t at = 0;
+  for (const ExpertSliceMap::Slice& sl : ex.parts) {
+    f.read_at(raw.data() + at, sl.bytes, sl.offset, "bench expert");
+    parts.push_back(raw.data() + at);
+    at += sl.bytes;
+  }
+  ExpertWeights<HostBackend> w;
+  double decode_s = 0, pack_s = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::array<HostTensor, 3> t = R.src->decode(0, 0, parts.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    ExpertArena<HostBackend>::fill(w, t);
+    const auto t2 = std::chrono::steady_clock::now();
+    decode_s += std::chrono::duration<double>(t1 - t0).count();
+    pack_s += std::chrono::duration<double>(t2 - t1).count();
+    benchmark::DoNotOptimize(w.w1.view().data);
+  }
+  const double it = static_cast<double>(st.iterations());
+  st.counters["bytes/s"] = benchmark::Counter(static_cast<double>(ex.bytes) * it, benchmark::Counter::kIsRate);
+  st.counters["decode_ms"] = decode_s / it * 1e3;
+  st.counters["upload_pack_ms"] = pack_s / it * 1e3;
+  st.SetLabel(std::string("fp4 expert, ") + (w.w1.view().layout == WeightLayout::kPanels8 ? "panels" : "row-major"));
+}
+BENCHMARK(BM_ReleasedConvert)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// One token through an expert with the backend's Linear (the model's kernels): h = silu(w1 x) *
 /// (w3 x), y = w2 h.
@@ -396,9 +488,10 @@ float run_one(const ExpertWeights<HostBackend>& w, const std::vector<float>& x, 
 void BM_ReleasedDecode(benchmark::State& st) {
   Released& R = released();
   if (!R.src) return st.SkipWithError(R.error.c_str());
-  const int readers = static_cast<int>(st.range(0));
-  const bool convert = st.range(1) != 0;
-  const long budget = kLayers * kExperts / 4;  // 25%: 192 experts
+  const int pct = static_cast<int>(st.range(0));
+  const int readers = static_cast<int>(st.range(1));
+  const bool convert = st.range(2) != 0;
+  const long budget = kLayers * kExperts * pct / 100;
   ExpertCache<HostBackend> cache(R.src, released_options(readers, budget, convert));
   std::mt19937_64 g(7);
   std::vector<double> zipf(kExperts);
@@ -422,6 +515,7 @@ void BM_ReleasedDecode(benchmark::State& st) {
   constexpr int kSteps = 8;
   double compute_s = 0;
   R.drop();
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : st) {
     for (int s = 0; s < kSteps; ++s) {
       std::vector<std::vector<int>> r(kLayers);
@@ -440,6 +534,7 @@ void BM_ReleasedDecode(benchmark::State& st) {
       }
     }
   }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ExpertCounters k = cache.counters();
   uint64_t hits = 0, asked = 0;
   for (int l = 0; l < kLayers; ++l) hits += k.layer_hits[l], asked += k.layer_hits[l] + k.layer_misses[l];
@@ -451,12 +546,25 @@ void BM_ReleasedDecode(benchmark::State& st) {
   st.counters["convert_s/it"] = k.convert_seconds / it;
   st.counters["compute_s/it"] = compute_s / it;
   st.counters["reader_convert_s/it"] = k.reader_convert_seconds / it;
+  st.counters["read_busy_s/it"] = k.read_busy_seconds / it;
   st.counters["hidden_share"] = k.hidden_share();
+  st.counters["hidden_wall"] = k.hidden_share_wall();
+  st.counters["tokens/s"] = static_cast<double>(kSteps) * it / wall;
   st.SetLabel(std::to_string(kSteps) + " steps x " + std::to_string(kLayers) + " layers x top-" +
-              std::to_string(kActive) + ", cache " + std::to_string(budget) + " experts (25%), " +
+              std::to_string(kActive) + ", cache " + std::to_string(budget) + " experts (" + std::to_string(pct) + "%), " +
               (cache.direct_io() ? "O_DIRECT" : "buffered+DONTNEED") + ", cache dropped once by " + R.how_dropped);
 }
-BENCHMARK(BM_ReleasedDecode)->ArgNames({"readers", "convert_on_readers"})->Args({1, 0})->Args({4, 0})->Args({2, 1})->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReleasedDecode)
+    ->ArgNames({"budget", "readers", "convert_on_readers"})
+    ->Args({10, 2, 0})
+    ->Args({25, 1, 0})
+    ->Args({25, 2, 0})
+    ->Args({25, 4, 0})
+    ->Args({25, 2, 1})
+    ->Args({50, 2, 0})
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N]
 //             [--prompt 1,2,3] [--tokens N] [--cache-experts N | --cache-bytes N[K|M|G|T]]
+//             [--direct-io] [--readers N]
 //
 // Greedy decoding of a model read from files: GGUF shards, or an official-format safetensors
 // checkpoint directory (config.json + model.safetensors.index.json + shards; --golden FILE
@@ -7,7 +8,9 @@
 // and the max_seq_len; --max-seq-len overrides it, default model.py's 4096). Routed experts are
 // streamed through an expert cache (default: half of one layer's experts, at least 1) with
 // next-layer prefetch, engram rows read on demand; --cache-bytes gives the cache a byte budget
-// instead (it must hold one layer's n_activated_experts experts). Progress lines while indexing
+// instead (it must hold one layer's n_activated_experts experts); --direct-io reads experts with
+// O_DIRECT (pread + fadvise(DONTNEED) where refused), --readers N prefetches on N threads (1-64,
+// default 1). Progress lines while indexing
 // and loading; cache counters at the end, with the hit rate of every layer.
 #pragma once
 #include <chrono>
@@ -25,12 +28,19 @@
 
 inline constexpr const char* kDecodeFilesUsage =
     "ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [--golden FILE] [--max-seq-len N] [--prompt 1,2,3] "
-    "[--tokens N] [--cache-experts N | --cache-bytes N[K|M|G|T]]";
+    "[--tokens N] [--cache-experts N | --cache-bytes N[K|M|G|T]] [--direct-io] [--readers N]";
+
+/// How the expert cache reads (--direct-io, --readers).
+struct DecodeReadOptions {
+  bool direct_io = false;
+  int readers = 1;
+};
 
 /// Loads the model from `w` (GgufWeights or SafetensorsWeights), decodes, prints.
 template <class W>
 int ds41_decode_from(const W& w, const std::string& what, const std::vector<int32_t>& prompt, long n_tokens,
-                     long cache_experts, uint64_t cache_bytes, std::chrono::steady_clock::time_point t0) {
+                     long cache_experts, uint64_t cache_bytes, std::chrono::steady_clock::time_point t0,
+                     const DecodeReadOptions& read = {}) {
   using HB = ds41::HostBackend;
   const ds41::ModelConfig& c = w.config();
   std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", what.c_str(),
@@ -50,10 +60,14 @@ int ds41_decode_from(const W& w, const std::string& what, const std::vector<int3
   ds41::StreamOptions opt;
   if (cache_bytes) opt.capacity_bytes = cache_bytes;
   else opt.capacity_experts = cache_experts ? cache_experts : std::max(1, c.n_routed_experts / 2);
+  opt.direct_io = read.direct_io;
+  opt.readers = read.readers;
   ds41::StreamedExperts<HB>::Cache cache(w, opt);
   if (cache_bytes) ds41::StreamedExperts<HB>::check_budget(cache, c.n_activated_experts);
-  std::printf("loading dense weights (experts streamed, cache of %ld experts of %llu bytes)...\n", cache.capacity(),
-              static_cast<unsigned long long>(cache.slices().max_expert_bytes()));
+  std::printf("loading dense weights (experts streamed, cache of %ld experts of %llu bytes, %s, %d reader%s)...\n",
+              cache.capacity(), static_cast<unsigned long long>(cache.slices().max_expert_bytes()),
+              !read.direct_io ? "buffered reads" : cache.direct_io() ? "O_DIRECT" : "pread + DONTNEED (O_DIRECT refused)",
+              read.readers, read.readers == 1 ? "" : "s");
   std::fflush(stdout);
   ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
   auto t1 = std::chrono::steady_clock::now();
@@ -114,8 +128,13 @@ inline int ds41_decode_gguf(int argc, char** argv) {
   };
   long n_tokens = 16, cache_experts = 0, max_seq_len = 0;
   uint64_t cache_bytes = 0;
+  DecodeReadOptions read;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--direct-io") {  // a flag: no value
+      read.direct_io = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage(a + " needs a value");
     const std::string v = argv[++i];
     if (a == "--gguf") gguf = v;
@@ -125,6 +144,11 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     else if (a == "--tokens") { if (!count(v, &n_tokens) || n_tokens < 1) return usage("--tokens: not a count: " + v); }
     else if (a == "--cache-experts") { if (!count(v, &cache_experts) || cache_experts < 1) return usage("--cache-experts: not a count: " + v); }
     else if (a == "--cache-bytes") { if (!bytes(v, &cache_bytes)) return usage("--cache-bytes: not a byte count: " + v); }
+    else if (a == "--readers") {
+      long n = 0;
+      if (!count(v, &n) || n < 1 || n > 64) return usage("--readers: not a thread count in [1, 64]: " + v);
+      read.readers = static_cast<int>(n);
+    }
     else if (a == "--max-seq-len") { if (!count(v, &max_seq_len) || max_seq_len < 1) return usage("--max-seq-len: not a count: " + v); }
     else return usage("unknown argument " + a);
   }
@@ -148,7 +172,7 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     };
     if (!gguf.empty()) {
       ds41::GgufWeights w(gguf, progress);
-      return ds41_decode_from(w, gguf, prompt, n_tokens, cache_experts, cache_bytes, t0);
+      return ds41_decode_from(w, gguf, prompt, n_tokens, cache_experts, cache_bytes, t0, read);
     }
     std::optional<ds41::EngramHashParams> engram;
     long seq = 4096;  // model.py's ModelArgs.max_seq_len
@@ -159,7 +183,7 @@ inline int ds41_decode_gguf(int argc, char** argv) {
     }
     if (max_seq_len) seq = max_seq_len;
     ds41::SafetensorsWeights w(checkpoint, seq, engram, progress);
-    return ds41_decode_from(w, checkpoint, prompt, n_tokens, cache_experts, cache_bytes, t0);
+    return ds41_decode_from(w, checkpoint, prompt, n_tokens, cache_experts, cache_bytes, t0, read);
   } catch (const ds41::Error& e) {
     std::fprintf(stderr, "ds41-decode: %s\n", e.what());
     return 2;

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   long n_tokens = 16;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--direct-io" || a == "--readers" || a == "--cache-bytes" || a == "--cache-experts")
+      return usage(a + " goes with --gguf FIRST_SHARD or --checkpoint DIR (the embedded model has no expert files)");
     if ((a == "--golden" || a == "--prompt" || a == "--tokens") && i + 1 >= argc) return usage(a + " needs a value");
     if (a == "--golden") path = argv[++i];
     else if (a == "--prompt") prompt_arg = argv[++i];
@@ -54,7 +56,11 @@ int main(int argc, char** argv) {
                   "                      (default: half of one layer's)\n"
                   "  --cache-bytes N     with --gguf/--checkpoint: the streaming cache's budget in bytes instead\n"
                   "                      (suffix K, M, G or T: binary multiples; at least one layer's\n"
-                  "                      n_activated_experts experts); the counters show the hit rate by layer\n",
+                  "                      n_activated_experts experts); the counters show the hit rate by layer\n"
+                  "  --direct-io         with --gguf/--checkpoint: read experts with O_DIRECT, bypassing the page\n"
+                  "                      cache (pread + fadvise(DONTNEED) where the file system refuses it)\n"
+                  "  --readers N         with --gguf/--checkpoint: prefetch reader threads, 1 to 64 (default 1):\n"
+                  "                      expert reads in flight at once\n",
                   kDecodeFilesUsage);
       return 0;
     }
