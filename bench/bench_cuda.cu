@@ -208,6 +208,22 @@ void BM_DeviceV41DecodeStep(benchmark::State& st) {
 }
 BENCHMARK(BM_DeviceV41DecodeStep)->Args({1, 256})->Args({2, 256})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(20);
 
+/// Batched decode steps and a 6-token verify + rollback on the device (bench_v41.hpp; the
+/// host's bench_layer BM_V41DecodeBatch / BM_V41Verify). Not yet run on a device.
+void BM_DeviceV41DecodeBatch(benchmark::State& st) {
+  if (!need_device(st)) return;
+  bench::v41_batch_steps<CudaBackend>(st);
+}
+BENCHMARK(BM_DeviceV41DecodeBatch)
+    ->ArgNames({"layers", "batch"})
+    ->Args({2, 1})->Args({2, 4})->Args({2, 8})->Args({2, 16})
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+void BM_DeviceV41Verify(benchmark::State& st) {
+  if (!need_device(st)) return;
+  bench::v41_verify_steps<CudaBackend>(st);
+}
+BENCHMARK(BM_DeviceV41Verify)->ArgNames({"layers", "draft"})->Args({2, 6})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -22,6 +22,16 @@ void BM_V41DecodeStep(benchmark::State& st) { bench::v41_decode_steps<HostBacken
 // one layer (the kv/index source) and a two-layer step (source + consumer) after a 256-token prompt
 BENCHMARK(BM_V41DecodeStep)->Args({1, 256})->Args({2, 256})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 
+/// Decode steps of a batch of sequences, one token each (bench_v41.hpp). Args: layers, batch.
+void BM_V41DecodeBatch(benchmark::State& st) { bench::v41_batch_steps<HostBackend>(st); }
+BENCHMARK(BM_V41DecodeBatch)
+    ->ArgNames({"layers", "batch"})
+    ->Args({2, 1})->Args({2, 2})->Args({2, 4})->Args({2, 8})->Args({2, 16})
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(6);
+/// Verifying a 6-token draft and rolling it back (bench_v41.hpp). Args: layers, draft tokens.
+void BM_V41Verify(benchmark::State& st) { bench::v41_verify_steps<HostBackend>(st); }
+BENCHMARK(BM_V41Verify)->ArgNames({"layers", "draft"})->Args({2, 6})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(4);
+
 BENCHMARK(bench::BM_StreamRead)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(bench::BM_StreamReadPrefetch)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 

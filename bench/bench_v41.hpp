@@ -3,6 +3,9 @@
 // the host, bench_cuda on the device. Bytes/s counts the weight bytes one decode step reads.
 #pragma once
 #include <benchmark/benchmark.h>
+#include <chrono>
+#include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -67,6 +70,104 @@ void v41_decode_steps(benchmark::State& st) {
   set_stream_counters(st, bytes, 2.0 * bytes);  // ~2 FLOP per weight byte at fp8
   st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
   st.SetLabel(std::to_string(layers) + " layer(s), 32 of 384 experts resident, prompt " + std::to_string(prompt));
+}
+
+/// One model of `layers` V4.1 layers and a sequence after a `prompt`-token prefill, as bytes
+/// (Model::snapshot), made once per process and shared by the batch benchmarks: each restores
+/// as many sequences as it needs from the bytes instead of running the prefill again.
+template <class B>
+struct V41Served {
+  ModelConfig cfg;
+  V41SyntheticWeights w;
+  std::unique_ptr<Model<B>> model;
+  std::vector<uint8_t> after_prompt;
+
+  static V41Served& get(int layers, long prompt) {
+    static std::map<std::pair<int, long>, std::unique_ptr<V41Served>> made;
+    auto& p = made[{layers, prompt}];
+    if (!p) {
+      p = std::make_unique<V41Served>();
+      p->cfg = v41_config(layers);
+      p->model = std::make_unique<Model<B>>(p->cfg, p->w);
+      auto s = p->model->make_sequence();
+      std::vector<int32_t> toks(prompt);
+      for (long i = 0; i < prompt; ++i) toks[i] = static_cast<int32_t>((i * 7919) % p->cfg.vocab_size);
+      p->model->extend(s, toks);
+      p->after_prompt = p->model->snapshot(s);
+    }
+    return *p;
+  }
+};
+
+/// Decode steps of a batch of `batch` sequences, one token each (Model::step: every weight pass
+/// once over the rows). Every sequence is the same 256-token prompt's state (restored from its
+/// snapshot) and takes its own token each step, so rows route to different experts. Args: layers,
+/// batch. tokens/s counts rows; bytes/s the weights a batch-1 step reads (not the extra experts a
+/// wider batch routes to).
+template <class B>
+void v41_batch_steps(benchmark::State& st) {
+  const int layers = static_cast<int>(st.range(0));
+  const long batch = st.range(1);
+  V41Served<B>& m = V41Served<B>::get(layers, 256);
+  using Seq = typename Model<B>::Sequence;
+  std::vector<Seq> seqs;
+  for (long r = 0; r < batch; ++r) seqs.push_back(m.model->restore(m.after_prompt));
+  std::vector<typename Model<B>::Segment> segs(batch);
+  long step = 0;
+  for (auto _ : st) {
+    if (seqs[0].length() >= m.cfg.max_seq_len) {
+      st.PauseTiming();
+      for (long r = 0; r < batch; ++r) seqs[r] = m.model->restore(m.after_prompt);
+      st.ResumeTiming();
+    }
+    for (long r = 0; r < batch; ++r) {
+      segs[r].seq = &seqs[r];
+      segs[r].tokens = {static_cast<int32_t>((r * 1009 + step * 31 + 1) % m.cfg.vocab_size)};
+    }
+    m.model->step(segs);
+    ++step;
+  }
+  double bytes = 0;
+  const bool packed = std::is_same_v<B, HostBackend> && host_gemv::kVectorised;
+  for (int l = 0; l < layers; ++l) bytes += layer_step_bytes(m.cfg, l == 0, packed);
+  bytes += matrix_bytes(WeightFormat::kF32, m.cfg.vocab_size, m.cfg.dim);
+  set_stream_counters(st, bytes, 2.0 * bytes * static_cast<double>(batch));
+  st.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(st.iterations() * batch), benchmark::Counter::kIsRate);
+  st.SetLabel(std::to_string(layers) + " layer(s), batch " + std::to_string(batch) + " x 1 token, prompt 256");
+}
+
+/// Speculative verification: one sequence (after the 256-token prompt) checks a draft of
+/// `draft` tokens in one segment with every row's logits, then rolls back to the checkpoint
+/// (as a rejected draft) or commits it. A segment's own rows are one decode step each (the
+/// reference's definition), so this is `draft` steps of batch 1 plus the rewind. Counters:
+/// tokens/s (draft tokens verified), rewind_us (checkpoint + rollback, per verify). Args: layers,
+/// draft tokens.
+template <class B>
+void v41_verify_steps(benchmark::State& st) {
+  const int layers = static_cast<int>(st.range(0));
+  const long draft = st.range(1);
+  V41Served<B>& m = V41Served<B>::get(layers, 256);
+  auto s = m.model->restore(m.after_prompt);
+  std::vector<int32_t> toks(draft);
+  double rewind_s = 0;
+  long step = 0;
+  for (auto _ : st) {
+    for (long i = 0; i < draft; ++i) toks[i] = static_cast<int32_t>((step * 131 + i * 17 + 3) % m.cfg.vocab_size);
+    auto t0 = std::chrono::steady_clock::now();
+    s.checkpoint();
+    auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(m.model->extend_rows(s, toks));
+    auto t2 = std::chrono::steady_clock::now();
+    s.rollback();
+    auto t3 = std::chrono::steady_clock::now();
+    rewind_s += std::chrono::duration<double>((t1 - t0) + (t3 - t2)).count();
+    ++step;
+  }
+  st.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(st.iterations() * draft), benchmark::Counter::kIsRate);
+  st.counters["rewind_us"] = rewind_s * 1e6 / static_cast<double>(st.iterations());
+  st.SetLabel(std::to_string(layers) + " layer(s), verify " + std::to_string(draft) + " tokens + rollback");
 }
 
 }  // namespace ds41::bench
