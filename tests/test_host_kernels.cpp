@@ -3,6 +3,7 @@
 // weight format over awkward shapes, row-major and in the host backend's 8-row panel layout (row
 // slices on and off panel boundaries), and the tiny golden's counts unchanged.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -231,6 +232,85 @@ TEST_CASE("host linear on panel-packed weights: V4.1-sized GEMV and GEMM, thread
       CHECK(compare_panel_linear(t, p.view, 0, 1056, T, OutRound::kBF16, rng, pool) == 0);
       CHECK(compare_panel_linear(t, p.view, 1024, 32, T, OutRound::kBF16, rng, pool) == 0);
     }
+}
+
+/// host_gemv::linear of T input rows (row stride x_stride) through view w, outputs [T, w.rows].
+std::vector<float> run_linear(const float* x, int T, long x_stride, const MatrixView& w, HostThreadPool& pool,
+                              host_gemv::VectorIsa isa) {
+  std::vector<float> y(static_cast<size_t>(T) * w.rows, 7.0f);
+  host_gemv::linear(x, T, x_stride, w, y.data(), w.rows, OutRound::kBF16, pool, isa);
+  return y;
+}
+
+TEST_CASE("batched decode on panels (T = 2..17): every format and vector level bit-identical, each row as alone") {
+  // the multi-row kernels (host_gemm_panels512.hpp with AVX-512: 16 rows a vector, up to 8 input
+  // rows a pass, remainders 1..7; panels::linear_tile with AVX2): every output against the scalar
+  // reference, and row-local: a row's outputs the same whatever the batch around it (reversed
+  // order, alone as T = 1)
+  std::mt19937 rng(53);
+  HostThreadPool pool(2);
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  const host_gemv::VectorIsa isas[] = {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx512,
+                                       host_gemv::VectorIsa::kAvx2};
+  // non-finite, subnormal, signed-zero and huge inputs (fp8/fp4: a row with inf or NaN is NaN)
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0x1p-140f, -0x1p-130f, -0.0f, 0x1p100f, 0x1p-60f};
+  for (WeightFormat f : kFormats)
+    for (int cols : {6, 7, 33, 64, 70, 326})  // K tails inside a group and a 32-column block
+      for (int rows : {40, 69}) {  // a 4-panel tile and a single panel; rows past the last panel
+        if (f == WeightFormat::kFp4Block32 && cols % 2) continue;  // fp4 packs whole bytes (packable)
+        HostTensor t = random_matrix(f, rows, cols, rng);
+        PanelMatrix p(t);
+        const MatrixView w = t.view();
+        for (int T : {2, 3, 5, 8, 16, 17}) {
+          const long x_stride = cols + 1;
+          std::vector<float> x(static_cast<size_t>(T) * x_stride), reversed(x.size());
+          for (auto& e : x) e = uni(rng);
+          for (int r = 1; r < T; r += 3) x[r * x_stride + (r * 7) % cols] = specials[(r / 3) % 8];
+          for (int r = 0; r < T; ++r)
+            std::copy_n(x.begin() + r * x_stride, x_stride, reversed.begin() + (T - 1 - r) * x_stride);
+          std::vector<float> ref(static_cast<size_t>(T) * rows);
+          for (int r = 0; r < T; ++r)
+            for (int n = 0; n < rows; ++n) ref[r * rows + n] = apply_round(w.dot(x.data() + r * x_stride, n), OutRound::kBF16);
+          for (auto isa : isas) {
+            CAPTURE(format_name(f));
+            CAPTURE(cols);
+            CAPTURE(rows);
+            CAPTURE(T);
+            CAPTURE(static_cast<int>(isa));
+            const std::vector<float> fast = run_linear(x.data(), T, x_stride, p.view, pool, isa);
+            const std::vector<float> back = run_linear(reversed.data(), T, x_stride, p.view, pool, isa);
+            long bad = 0, moved = 0, alone_differs = 0;
+            for (size_t i = 0; i < fast.size(); ++i) bad += !same_bits(fast[i], ref[i]);
+            for (int r = 0; r < T; ++r)
+              for (int n = 0; n < rows; ++n) moved += !same_bits(fast[r * rows + n], back[(T - 1 - r) * rows + n]);
+            for (int r : {0, 1, T - 1}) {
+              const std::vector<float> one = run_linear(x.data() + r * x_stride, 1, x_stride, p.view, pool, isa);
+              for (int n = 0; n < rows; ++n) alone_differs += !same_bits(fast[r * rows + n], one[n]);
+            }
+            CHECK(bad == 0);
+            CHECK(moved == 0);
+            CHECK(alone_differs == 0);
+          }
+        }
+      }
+  // row slices starting on and off panel and tile boundaries, at batch sizes that leave a
+  // remainder of rows per pass
+  for (WeightFormat f : kFormats) {
+    HostTensor t = random_matrix(f, 96, 100, rng);
+    PanelMatrix p(t);
+    const int slices[][2] = {{0, 96}, {8, 48}, {3, 29}, {16, 16}, {40, 56}};
+    for (int T : {2, 5, 8, 13})
+      for (const auto& slice : slices)
+        for (auto isa : isas) {
+          const int r0 = slice[0], n = slice[1];
+          CAPTURE(format_name(f));
+          CAPTURE(T);
+          CAPTURE(r0);
+          CAPTURE(n);
+          CAPTURE(static_cast<int>(isa));
+          CHECK(compare_panel_linear(t, p.view, r0, n, T, OutRound::kF32, rng, pool, isa) == 0);
+        }
+  }
 }
 
 #if defined(__AVX2__)

@@ -32,6 +32,7 @@
 #include "host_buffer.hpp"
 #include "host_gemv_fp4int.hpp"
 #include "host_gemv_fp4int512.hpp"
+#include "host_gemm_panels512.hpp"
 #include "host_gemv_fp8dot512.hpp"
 #include "host_gemv_panels.hpp"
 #include "host_gemv_panels512.hpp"
@@ -450,6 +451,11 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(DS41_HOST_AVX512)
     if (T == 1 && panels512::usable(w) && isa != VectorIsa::kAvx2)
       return panels512::gemv_rows(x, w, y, round, n_begin, n_end);
+#endif
+#if defined(DS41_HOST_AVX512)
+    // T > 1 (batched decode, prefill): 16 rows a vector, several input rows per decoded block
+    if (T > 1 && gemm512::usable(w) && isa != VectorIsa::kAvx2)
+      return gemm512::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 #endif
     if (w.layout == WeightLayout::kPanels8)
       return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);

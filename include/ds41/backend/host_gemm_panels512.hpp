@@ -1,0 +1,305 @@
+// ds41/backend/host_gemm_panels512.hpp — the host Linear for T = 2 .. 16 input rows (batched
+// decode, and prefill in chunks of 16) on panel-packed weights (host_panels.hpp) with 512-bit
+// vectors, bit-identical to MatrixView::dot.
+//
+// Why: a batched decode step (N sequences, one token each) runs every Linear with T = N, and at
+// N = 8 the step is bound by these. The AVX2 tile (panels::linear_tile) decodes a 32-column block
+// of 32 rows once and applies it to two input rows per pass, 8 rows a vector; here a vector holds
+// two panels (16 rows, lanes 0-7 panel p's, 8-15 panel p + 1's, loaded as one group pair as the
+// decode GEMVs of host_gemv_panels512.hpp do), the decoded block feeds up to kRowBlock input rows
+// per pass from registers (2·kRowBlock accumulators), and the decode itself is one or two table
+// lookups per byte: fp8 by vpermt2b over the 128 magnitudes (AVX-512 VBMI), fp4 by vpshufb over
+// its 16 codes. Per weight vector and input row that leaves one multiply and one add, and a
+// share of the decode, loads and stores that shrinks as T grows.
+//
+// The operations are the AVX2 tile's lane for lane: each lane is its row's own chain in K order,
+// `part = part + x[k]·w` with the product rounded, then added (never FMA: -ffp-contract=off),
+// fp8/fp4 per-32-column partial sums finished as acc + (part·s_x)·s_w, padding past K never
+// added. An input row's outputs do not depend on T or on the other rows (no cross-row
+// arithmetic), so a batch gives each sequence the bits a call with that row alone gives.
+//
+// Compiled with DS41_HOST_AVX512 (host_gemv_scaled512.hpp); fp8 needs AVX-512 VBMI as well (else
+// the AVX2 tile). A single panel left at a walk's end takes the AVX2 tile, rows outside whole
+// panels the scalar dot.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include "host_gemv_panels.hpp"
+#include "host_gemv_panels512.hpp"
+#include "host_gemv_scaled512.hpp"
+#if defined(DS41_HOST_AVX512)
+#include <immintrin.h>
+#if defined(__AVX512VBMI__)
+#define DS41_HOST_AVX512_VBMI 1
+#endif
+
+namespace ds41::host_gemv::gemm512 {
+
+constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
+constexpr int kTileVecs = 2;   // 16-row vectors per tile: 4 panels, the walk's tile
+constexpr int kRowChunk = 16;  // input rows sharing one decoded block
+constexpr int kRowBlock = 8;   // input rows per pass over a decoded block (their sums in registers)
+
+/// A 256-bit pattern repeated in both halves of a 512-bit vector.
+inline __m512i repeat256(__m256i v) { return _mm512_broadcast_i64x4(v); }
+
+/// panels::widen_bf16_bytes on 16 lanes: vector t gets, in each 128-bit lane l, code bytes
+/// 4t..4t+3 of that lane (lanes 4l..4l+3): with the group pair in column-major order per 128-bit
+/// lane, vector t is column t of the pair's 16 rows.
+inline void widen_bf16_bytes(__m512i high, __m512i low, __m512* c) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i w0 = _mm512_unpacklo_epi8(low, high), w1 = _mm512_unpackhi_epi8(low, high);
+  c[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, w0));
+  c[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, w0));
+  c[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, w1));
+  c[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, w1));
+}
+
+// Column decoders on a group pair (panel a's 32 bytes in the low half, b's in the high): c[j] =
+// column q·g + j of the pair's 16 rows, exactly the floats MatrixView::panel_value gives. Objects,
+// so that a decoder's tables are loaded into registers once per tile.
+struct F32Columns {
+  static constexpr int kGroup = 1;
+  void columns(__m512i g, __m512* c) const { panels512::F32Columns::columns(g, c); }
+};
+struct Bf16Columns {
+  static constexpr int kGroup = 2;
+  void columns(__m512i g, __m512* c) const { panels512::Bf16Columns::columns(g, c); }
+};
+
+#if defined(DS41_HOST_AVX512_VBMI)
+/// e4m3 -> f32: every e4m3 value is a bf16 number; the top two bytes of a magnitude's f32 come
+/// from two 128-entry byte tables (vpermt2b reads an index's low 7 bits), the sign is the code's
+/// bit 7 put back into the top byte. Subnormal codes (m·2^-9) are normal f32 numbers and come out
+/// of the same tables; NaN codes never reach panels (host_panels::packable).
+struct Fp8Columns {
+  static constexpr int kGroup = 4;
+  /// f32 bits of the e4m3 magnitude c (0..127): normal 2^(e-7)·(1 + m/8), subnormal m·2^-9.
+  static constexpr uint32_t magnitude_bits(int c) {
+    const int e = c >> 3, m = c & 7;
+    if (e > 0) return static_cast<uint32_t>(e + 120) << 23 | static_cast<uint32_t>(m) << 20;
+    if (m == 0) return 0;
+    const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m = 2^top + rest
+    return static_cast<uint32_t>(118 + top) << 23 | static_cast<uint32_t>(m - (1 << top)) << (23 - top);
+  }
+  static constexpr auto table(int shift) {
+    std::array<uint8_t, 128> t{};
+    for (int c = 0; c < 128; ++c) t[c] = static_cast<uint8_t>(magnitude_bits(c) >> shift);
+    return t;
+  }
+  __m512i top0, top1, second0, second1, control;
+  Fp8Columns() {
+    alignas(64) static constexpr std::array<uint8_t, 128> top = table(24), second = table(16);
+    top0 = _mm512_load_si512(top.data());
+    top1 = _mm512_load_si512(top.data() + 64);
+    second0 = _mm512_load_si512(second.data());
+    second1 = _mm512_load_si512(second.data() + 64);
+    control = repeat256(panels::column_major_control<panel_code_byte>());
+  }
+  void columns(__m512i group, __m512* c) const {
+    const __m512i g = _mm512_shuffle_epi8(group, control);
+    const __m512i magnitude_top = _mm512_permutex2var_epi8(top0, g, top1);
+    const __m512i top = _mm512_ternarylogic_epi32(magnitude_top, g, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+    widen_bf16_bytes(top, _mm512_permutex2var_epi8(second0, g, second1), c);
+  }
+};
+#endif
+
+/// e2m1 -> f32 as panels::Fp4Columns, on 16 lanes (vpshufb looks up within each 128-bit lane).
+struct Fp4Columns {
+  static constexpr int kGroup = 8;
+  __m512i top, second, control;
+  Fp4Columns() {
+    top = repeat256(panels::byte_table(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,  //
+                                       0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0));
+    second = repeat256(panels::byte_table(0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,  //
+                                          0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0));
+    control = repeat256(panels::column_major_control<fp4_panel_code_byte>());
+  }
+  void columns(__m512i g, __m512* c) const {
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const __m512i by_column = _mm512_shuffle_epi8(g, control);
+    const __m512i lo = _mm512_and_si512(by_column, nibble);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(by_column, 4), nibble);
+    widen_bf16_bytes(_mm512_shuffle_epi8(top, lo), _mm512_shuffle_epi8(second, lo), c);
+    widen_bf16_bytes(_mm512_shuffle_epi8(top, hi), _mm512_shuffle_epi8(second, hi), c + 4);
+  }
+};
+
+/// Panels a and b's block scales for the 32-column block kbi: lanes 0-7 a's rows, 8-15 b's. fp8:
+/// one per panel (the two may lie in different 32-row blocks when a slice starts off a 32-row
+/// boundary); fp4: one e8m0 byte per row (panels::fp4_scales_to_f32 on 16 lanes).
+inline __m512 block_scales(const MatrixView& w, long a, int kbi) {
+  if (w.format == WeightFormat::kFp8Block32)
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_broadcast_ss(panels::fp8_block_scale_at(w, a, kbi))),
+                              _mm256_broadcast_ss(panels::fp8_block_scale_at(w, a + 1, kbi)), 1);
+  const long kblocks = (w.cols + 31) / 32;
+  const __m128i bytes = _mm_unpacklo_epi64(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(panels::fp4_block_scales_at(w.host_fp4_scales_e8m0, kblocks, a, kbi))),
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(panels::fp4_block_scales_at(w.host_fp4_scales_e8m0, kblocks, a + 1, kbi))));
+  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 23);
+  return _mm512_castsi512_ps(_mm512_max_epi32(bits, _mm512_set1_epi32(0x00400000)));
+}
+
+inline void store_rounded(__m512 acc, float* y, OutRound round) {
+  alignas(64) float a[16];
+  _mm512_store_ps(a, acc);
+  for (int i = 0; i < 16; ++i) y[i] = apply_round(a[i], round);
+}
+
+/// w · x[0] (each lane's product rounded; the same value as x·w, the reference's order: IEEE
+/// multiplication commutes), x broadcast from memory inside the multiply (vmulps m32{1to16}).
+/// Why: with a separate vbroadcastss per input row, 8 rows x 2 vectors of multiply-adds from L1
+/// ran at ~65% of BM_PeakMulAdd on one core of this Zen 5 VM, with the broadcast folded in at
+/// 95-100% (rows per pass 6-8; GCC keeps one broadcast register per row, never folding it). The
+/// address goes in a register ("r", not "m": with an "m" operand GCC stored every accumulator to
+/// the stack on every k); x is written before the Linear starts and never while it runs.
+inline __m512 mul_broadcast(__m512 w, const float* x) {
+#if defined(__GNUC__)
+  __m512 p;
+  asm("vmulps (%1)%{1to16%}, %2, %0" : "=v"(p) : "r"(x), "v"(w));
+  return p;
+#else
+  return _mm512_mul_ps(_mm512_set1_ps(*x), w);
+#endif
+}
+
+/// R input rows (x rows xr[0..R), their act_quant scales sx) over one decoded block wt[0..kn):
+/// acc[i][v] = acc + Σ (scaled: a fresh partial finished by add_block; else the running sum).
+/// Not inlined, so that the decoder's tables and the block scales need no registers here (inlined
+/// with an "m" operand for x, GCC kept one weight vector on the stack and reloaded it per row).
+template <int R, int NV, bool kScaled>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void apply_block(const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512* scale, const float* sx,
+                        __m512 (*acc)[NV]) {
+  __m512 a[R][NV];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v) a[i][v] = kScaled ? _mm512_setzero_ps() : acc[i][v];
+  for (int k = 0; k < kn; ++k) {
+    __m512 wk[NV];
+    for (int v = 0; v < NV; ++v) {
+      wk[v] = wt[k][v];
+#if defined(__GNUC__)
+      asm("" : "+v"(wk[v]));  // one load per column in a register: GCC spilled one and reloaded it per row
+#endif
+    }
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
+  }
+  for (int i = 0; i < R; ++i) {
+    if constexpr (kScaled) {
+      const __m512 s = _mm512_set1_ps(sx[i]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[v]));
+    } else {
+      for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+    }
+  }
+}
+
+/// Rows r .. r + R of a chunk: apply_block with R known at compile time (R = kRowBlock, or the
+/// chunk's remainder).
+template <int NV, bool kScaled, int R = kRowBlock>
+inline void apply_rows(int rows, const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512* scale,
+                       const float* sx, __m512 (*acc)[NV]) {
+  if constexpr (R > 1)
+    if (rows < R) return apply_rows<NV, kScaled, R - 1>(rows, xr, wt, kn, scale, sx, acc);
+  apply_block<R, NV, kScaled>(xr, wt, kn, scale, sx, acc);
+}
+
+/// T input rows through panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV): each 32-column
+/// block decoded once per kRowChunk input rows, applied kRowBlock rows at a time.
+template <class Columns, int NV, bool kScaled>
+void linear_tile(const Columns& dec, const float* x, const float* xs, long T, long x_stride, const MatrixView& w,
+                 long p0, float* y, long y_stride, OutRound round) {
+  constexpr int g = Columns::kGroup;
+  const int K = w.cols;
+  const long pb = panel_bytes(w.format, K), kblocks = (K + kBlockK - 1) / kBlockK;
+  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  alignas(64) __m512 wt[kBlockK][NV];
+  for (long r0 = 0; r0 < T; r0 += kRowChunk) {
+    const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
+    __m512 acc[kRowChunk][NV];
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int kb = 0; kb < K; kb += kBlockK) {
+      const int kn = std::min(kBlockK, K - kb);
+      for (int q = kb / g; q * g < kb + kn; ++q)
+        for (int v = 0; v < NV; ++v) {
+          __m512 c[g];
+          dec.columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c);
+          for (int j = 0; j < g && q * g + j < kb + kn; ++j) wt[q * g + j - kb][v] = c[j];
+        }
+      __m512 scale[NV];
+      if constexpr (kScaled)
+        for (int v = 0; v < NV; ++v) scale[v] = block_scales(w, p0 + 2 * v, kb / kBlockK);
+      for (int r = 0; r < tc; r += kRowBlock) {
+        const int rows = std::min(kRowBlock, tc - r);
+        const float* xr[kRowBlock];
+        float sx[kRowBlock];
+        for (int i = 0; i < rows; ++i) {
+          xr[i] = x + (r0 + r + i) * x_stride + kb;
+          sx[i] = kScaled ? xs[(r0 + r + i) * kblocks + kb / kBlockK] : 0.0f;
+        }
+        apply_rows<NV, kScaled>(rows, xr, wt, kn, scale, sx, acc + r);
+      }
+    }
+    for (int r = 0; r < tc; ++r)
+      for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 16 * v, round);
+  }
+}
+
+/// Rows [n_begin, n_end) for T input rows of a panel view: tiles of 4 panels as 2 vectors, a
+/// single panel by the AVX2 tile (Columns256), rows outside whole panels by the scalar dot.
+template <class Columns, class Columns256, bool kScaled>
+void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                      long y_stride, OutRound round, int n_begin, int n_end) {
+  static_assert(Columns::kGroup == Columns256::kGroup);
+  const Columns dec;
+  panels::walk_panel_rows(
+      w, n_begin, n_end,
+      [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
+        if constexpr (NP % 2 == 0) linear_tile<Columns, NP / 2, kScaled>(dec, x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+        else panels::linear_tile<Columns256, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+      },
+      [&](int from, int to) { linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, from, to); });
+}
+
+/// Whether linear_rows takes view w: panels of f32, bf16, fp4, and fp8 where the build has VBMI.
+inline bool usable(const MatrixView& w) {
+  if (w.layout != WeightLayout::kPanels8) return false;
+#if !defined(DS41_HOST_AVX512_VBMI)
+  if (w.format == WeightFormat::kFp8Block32) return false;
+#endif
+  return true;
+}
+
+/// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows and a panel view (usable): as
+/// panels::linear_rows, the same bits. fp8/fp4: x holds act_quant's q, xs its scales.
+inline void linear_rows(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
+                        long y_stride, OutRound round, int n_begin, int n_end) {
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return linear_rows_with<F32Columns, panels::F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round,
+                                                                     n_begin, n_end);
+    case WeightFormat::kBF16:
+      return linear_rows_with<Bf16Columns, panels::Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride,
+                                                                       round, n_begin, n_end);
+    case WeightFormat::kFp8Block32:
+#if defined(DS41_HOST_AVX512_VBMI)
+      return linear_rows_with<Fp8Columns, panels::Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round,
+                                                                    n_begin, n_end);
+#else
+      return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+#endif
+    case WeightFormat::kFp4Block32:
+      return linear_rows_with<Fp4Columns, panels::Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round,
+                                                                    n_begin, n_end);
+  }
+}
+
+}  // namespace ds41::host_gemv::gemm512
+#endif
