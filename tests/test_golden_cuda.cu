@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -86,6 +87,113 @@ TEST_CASE("cuda: release returns the device memory of a sequence") {
   CudaBackend::sync();
   const size_t after = CudaBackend::free_memory();
   // the driver allocates in 2 MiB pages; anything a sequence kept would accumulate over 20 runs
+  CHECK(after + (2u << 20) >= before);
+}
+
+// ---------------------------------------------------------------------------- sequences
+// The serving properties of test_sequence.cpp on the device: a batch of sequences gives each row
+// the bits it gives alone (and the host's), rollback and snapshot/restore are exact, and
+// destroying every sequence gives the device memory back.
+namespace {
+
+bool same_logits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// Nine sequences of the tiny golden's tokens (shifted), the prompt then one decode step per token.
+struct NineSequences {
+  static constexpr int kSeqs = 9;
+  std::vector<std::vector<int32_t>> prompts, rest;
+  explicit NineSequences(const golden::Golden& g) : prompts(kSeqs), rest(kSeqs) {
+    const long V = g.config.vocab_size;
+    for (int q = 0; q < kSeqs; ++q) {
+      const size_t len = std::max<size_t>(1, g.prompt_tokens.size() - static_cast<size_t>(q) % 4);
+      for (size_t j = 0; j < len; ++j) prompts[q].push_back(static_cast<int32_t>((g.prompt_tokens[j] + 7 * q) % V));
+      for (int32_t t : g.decode_tokens) rest[q].push_back(static_cast<int32_t>((t + 11 * q) % V));
+    }
+  }
+  /// Each sequence alone: its decode steps' logits.
+  template <class ModelT>
+  std::vector<std::vector<std::vector<float>>> alone(ModelT& m) const {
+    std::vector<std::vector<std::vector<float>>> out(kSeqs);
+    for (int q = 0; q < kSeqs; ++q) {
+      auto s = m.make_sequence();
+      m.extend(s, prompts[q]);
+      for (int32_t t : rest[q]) out[q].push_back(m.extend(s, {t}).logits);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuda: a batch of sequences gives every row the bits of its sequence alone, and the host's") {
+  const auto& g = testing::tiny_golden();
+  Model<CudaBackend> dev(g.config, testing::tiny_weights());
+  Model<HostBackend> host(g.config, testing::tiny_weights());
+  NineSequences n(g);
+  const auto dev_alone = n.alone(dev), host_alone = n.alone(host);
+  std::vector<Model<CudaBackend>::Sequence> seqs;
+  for (int q = 0; q < NineSequences::kSeqs; ++q) {
+    seqs.push_back(dev.make_sequence());
+    dev.extend(seqs[q], n.prompts[q]);
+  }
+  for (size_t i = 0; i < g.decode_tokens.size(); ++i) {
+    std::vector<Model<CudaBackend>::Segment> batch(NineSequences::kSeqs);
+    for (int q = 0; q < NineSequences::kSeqs; ++q) {
+      batch[q].seq = &seqs[q];
+      batch[q].tokens = {n.rest[q][i]};
+    }
+    const auto out = dev.step(batch);
+    for (int q = 0; q < NineSequences::kSeqs; ++q) {
+      CAPTURE(i);
+      CAPTURE(q);
+      CHECK(same_logits(out[q].at(0).logits, dev_alone[q][i]));
+      CHECK(same_logits(out[q].at(0).logits, host_alone[q][i]));
+    }
+  }
+}
+
+TEST_CASE("cuda: rollback and snapshot/restore continue with the bits of an uninterrupted sequence") {
+  const auto& g = testing::tiny_golden();
+  Model<CudaBackend> dev(g.config, testing::tiny_weights());
+  NineSequences n(g);
+  const auto ref = n.alone(dev);
+  auto s = dev.make_sequence();
+  dev.extend(s, n.prompts[0]);
+  for (size_t i = 0; i < n.rest[0].size(); ++i) {
+    s.checkpoint();
+    dev.extend_rows(s, {n.rest[0][i], 1, 2, 3});  // a draft of four, rejected
+    s.rollback();
+    if (i == n.rest[0].size() / 2) s = dev.restore(dev.snapshot(s));  // and half-way, a round trip through bytes
+    CAPTURE(i);
+    CHECK(same_logits(dev.extend(s, {n.rest[0][i]}).logits, ref[0][i]));
+  }
+}
+
+TEST_CASE("cuda: destroying every sequence gives the device memory back") {
+  const auto& g = testing::tiny_golden();
+  Model<CudaBackend> dev(g.config, testing::tiny_weights());
+  NineSequences n(g);
+  n.alone(dev);  // warm up (CUB, context, pools)
+  CudaBackend::sync();
+  const size_t before = CudaBackend::free_memory();
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Model<CudaBackend>::Sequence> seqs;
+    std::vector<Model<CudaBackend>::Segment> batch(NineSequences::kSeqs);
+    for (int q = 0; q < NineSequences::kSeqs; ++q) {
+      seqs.push_back(dev.make_sequence());
+      dev.extend(seqs[q], n.prompts[q]);
+    }
+    for (int q = 0; q < NineSequences::kSeqs; ++q) {
+      batch[q].seq = &seqs[q];
+      batch[q].tokens = n.rest[q];
+    }
+    dev.step(batch);
+  }
+  CudaBackend::sync();
+  const size_t after = CudaBackend::free_memory();
+  // the driver allocates in 2 MiB pages; anything the sequences kept would accumulate over 5 rounds
   CHECK(after + (2u << 20) >= before);
 }
 
