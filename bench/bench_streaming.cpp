@@ -27,19 +27,22 @@
 //   BM_ReleasedConvert             one expert's staged bytes to resident weights (ExpertSource
 //                                  decode + the host's panel packing), from memory: the per-expert
 //                                  conversion cost that must stay below a read's
-//   BM_ReleasedDecode/budget/readers/convert_on_readers
-//                                  8 decode steps over both layers at a cache budget of `budget`%
-//                                  of the 768 experts, the page cache dropped once at the start: 6
-//                                  experts per layer drawn with a Zipf(1) skew, each used by a
-//                                  one-token fp4 Linear through w1, w3 and w2 (HostBackend::linear),
-//                                  the next layer's experts prefetched (oracle prediction) before
-//                                  this layer computes; tokens/s (a step is one token through the
-//                                  2 layers), and the share of read time hidden behind that compute
-//                                  two ways: hidden_share = 1 - get()'s wait / read time summed over
-//                                  reader threads (reads in flight together count more than once),
-//                                  hidden_wall = 1 - wait / the wall time some read was in flight.
-//                                  Layer 0 of each step is not predicted, so with 2 layers about
-//                                  half the reads cannot be hidden.
+//   BM_ReleasedDecode/budget/readers/convert_on_readers/own
+//                                  decode steps over both layers at a cache budget of `budget`%
+//                                  of the 768 experts: 96 untimed warm-up steps fill the cache to
+//                                  its steady state, then the page cache is dropped and 8 steps an
+//                                  iteration are timed. 6 experts per layer drawn with a Zipf(1)
+//                                  skew, each used by a one-token fp4 Linear through w1, w3 and w2
+//                                  (HostBackend::linear); the next layer's experts prefetched
+//                                  (oracle prediction) before this layer computes, and with own=1
+//                                  this layer's own experts queued as soon as it is routed (their
+//                                  reads overlap the first ones' conversion and compute).
+//                                  tokens/s (a step is one token through the 2 layers), the
+//                                  steady-state hit rate, and the share of read time hidden behind
+//                                  compute two ways: hidden_share = 1 - get()'s wait / read time
+//                                  summed over reader threads (reads in flight together count more
+//                                  than once), hidden_wall = 1 - wait / the wall time some read was
+//                                  in flight. Layer 0 of each step is not predicted.
 // Rates are bytes/s of expert data (wall clock); compare store rates with the raw rates of the
 // same run.
 #include <benchmark/benchmark.h>
@@ -129,6 +132,7 @@ BENCHMARK(BM_StreamedExperts)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Us
 // ---- released size ----------------------------------------------------------------------------
 
 constexpr int kLayers = 2, kExperts = 384, kActive = 6;
+constexpr int kSteps = 8, kWarmSteps = 96;  // BM_ReleasedDecode: timed steps per iteration, untimed warm-up
 constexpr long kInter = 2304, kDim = 5120;
 const long kShape[3][2] = {{kInter, kDim}, {kDim, kInter}, {kInter, kDim}};  // w1, w2, w3
 constexpr uint64_t kExpertBytes = 18'800'640;
@@ -491,6 +495,7 @@ void BM_ReleasedDecode(benchmark::State& st) {
   const int pct = static_cast<int>(st.range(0));
   const int readers = static_cast<int>(st.range(1));
   const bool convert = st.range(2) != 0;
+  const bool own = st.range(3) != 0;
   const long budget = kLayers * kExperts * pct / 100;
   ExpertCache<HostBackend> cache(R.src, released_options(readers, budget, convert));
   std::mt19937_64 g(7);
@@ -512,28 +517,34 @@ void BM_ReleasedDecode(benchmark::State& st) {
   };
   std::vector<float> x(kDim), h(kInter);
   for (long i = 0; i < kDim; ++i) x[i] = std::sin(0.1f * static_cast<float>(i));
-  constexpr int kSteps = 8;
   double compute_s = 0;
+  auto step = [&] {
+    std::vector<std::vector<int>> r(kLayers);
+    for (int l = 0; l < kLayers; ++l) r[l] = route(l);
+    for (int l = 0; l < kLayers; ++l) {
+      // own: this layer's experts queued once it is routed (their reads overlap the first ones'
+      // conversion and compute); then the next layer's (oracle: its actual experts; layer 0 of
+      // the next step is not predicted)
+      if (own) cache.prefetch(l, r[l]);
+      if (l + 1 < kLayers) cache.prefetch(l + 1, r[l + 1]);
+      float acc = 0;
+      for (int e : r[l]) {
+        const ExpertWeights<HostBackend>& w = cache.get(l, e);
+        const auto t0 = std::chrono::steady_clock::now();
+        acc += run_one(w, x, h);
+        compute_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      benchmark::DoNotOptimize(acc);
+    }
+  };
+  // warm-up (untimed): the cache filled to its steady state for this budget
+  for (int s = 0; s < kWarmSteps; ++s) step();
+  cache.reset_counters();
+  compute_s = 0;
   R.drop();
   const auto start = std::chrono::steady_clock::now();
-  for (auto _ : st) {
-    for (int s = 0; s < kSteps; ++s) {
-      std::vector<std::vector<int>> r(kLayers);
-      for (int l = 0; l < kLayers; ++l) r[l] = route(l);
-      for (int l = 0; l < kLayers; ++l) {
-        // oracle: the next layer's actual experts (layer 0 of the next step is not predicted)
-        if (l + 1 < kLayers) cache.prefetch(l + 1, r[l + 1]);
-        float acc = 0;
-        for (int e : r[l]) {
-          const ExpertWeights<HostBackend>& w = cache.get(l, e);
-          const auto t0 = std::chrono::steady_clock::now();
-          acc += run_one(w, x, h);
-          compute_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
-        benchmark::DoNotOptimize(acc);
-      }
-    }
-  }
+  for (auto _ : st)
+    for (int s = 0; s < kSteps; ++s) step();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ExpertCounters k = cache.counters();
   uint64_t hits = 0, asked = 0;
@@ -551,17 +562,21 @@ void BM_ReleasedDecode(benchmark::State& st) {
   st.counters["hidden_wall"] = k.hidden_share_wall();
   st.counters["tokens/s"] = static_cast<double>(kSteps) * it / wall;
   st.SetLabel(std::to_string(kSteps) + " steps x " + std::to_string(kLayers) + " layers x top-" +
-              std::to_string(kActive) + ", cache " + std::to_string(budget) + " experts (" + std::to_string(pct) + "%), " +
-              (cache.direct_io() ? "O_DIRECT" : "buffered+DONTNEED") + ", cache dropped once by " + R.how_dropped);
+              std::to_string(kActive) + " after " + std::to_string(kWarmSteps) + " warm-up steps, cache " +
+              std::to_string(budget) + " experts (" + std::to_string(pct) + "%), " +
+              (cache.direct_io() ? "O_DIRECT" : "buffered+DONTNEED") + ", page cache dropped by " + R.how_dropped);
 }
 BENCHMARK(BM_ReleasedDecode)
-    ->ArgNames({"budget", "readers", "convert_on_readers"})
-    ->Args({10, 2, 0})
-    ->Args({25, 1, 0})
-    ->Args({25, 2, 0})
-    ->Args({25, 4, 0})
-    ->Args({25, 2, 1})
-    ->Args({50, 2, 0})
+    ->ArgNames({"budget", "readers", "convert_on_readers", "own"})
+    ->Args({10, 2, 0, 0})
+    ->Args({10, 2, 0, 1})
+    ->Args({25, 1, 0, 1})
+    ->Args({25, 2, 0, 0})
+    ->Args({25, 2, 0, 1})
+    ->Args({25, 4, 0, 1})
+    ->Args({25, 2, 1, 1})
+    ->Args({50, 2, 0, 0})
+    ->Args({50, 2, 0, 1})
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
