@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 #include "../core/error.hpp"
+#include "../core/attention_math.hpp"
+#include "../core/compress_math.hpp"
 #include "../core/linear_math.hpp"
+#include "../core/quant.hpp"
 #include "../core/topk.hpp"
 #include "cuda_linear.hpp"
 
@@ -270,6 +273,49 @@ struct CudaBackend {
 
   /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
   /// sort on an orderable composite key).
+  // ---- operations each backend does its own way (HostBackend has the same names, the same bits);
+  // here, for now, one thread per output of the shared DS41_HD formulas
+
+  /// Sparse attention with a per-head sink (attention_math.hpp): one thread per (row, head).
+  static void sparse_attention(const float* q, const float* kv, int D, const int32_t* idx, int ncols, long T, int H,
+                               const float* sink, float scale, float* out) {
+    for_each(T * H, [=] __device__(long e) {
+      const long t = e / H;
+      const int h = static_cast<int>(e % H);
+      sparse_attn_head(q + e * D, kv, D, idx + t * ncols, ncols, D, sink[h], scale, out + e * D);
+    });
+  }
+  /// The indexer's scores (compress_math.hpp): one thread per (row, key).
+  static void index_scores(const float* q, const float* w, const float* keys, long T, int H, int Di, long nk,
+                           bool small_bmm, float* out) {
+    for_each(T * nk, [=] __device__(long e) {
+      const long t = e / nk, j = e % nk;
+      out[e] = index_score_entry(q + t * H * Di, w + t * H, keys + j * Di, H, Di, small_bmm);
+    });
+  }
+  /// The highway's post-expansion (HostBackend::expand_post): one thread per output element.
+  static void expand_post(const float* x, const float* res, const float* post, const float* comb, long T, int hc,
+                          int dim, float* out) {
+    for_each(T * hc * dim, [=] __device__(long e) {
+      const long t = e / (static_cast<long>(hc) * dim);
+      const int j = static_cast<int>((e / dim) % hc);
+      const long d = e % dim;
+      float acc = 0.0f;
+      for (int i = 0; i < hc; ++i) acc += comb[(t * hc + i) * hc + j] * res[(t * hc + i) * dim + d];
+      out[e] = bf16_round(post[t * hc + j] * x[t * dim + d] + acc);
+    });
+  }
+  /// Rows of an fp8 table (HostBackend::gather_fp8_rows): one thread per output element.
+  static void gather_fp8_rows(const uint8_t* codes, const float* scales, int hd, const int32_t* ids, long n, float* out) {
+    if (hd <= 0) return;
+    const int nb = hd / 32;
+    for_each(n * hd, [=] __device__(long e) {
+      const long i = e / hd, d = e % hd;
+      const long r = ids[i];
+      out[e] = bf16_round(e4m3_decode(codes[r * hd + d]) * scales[r * nb + d / 32]);
+    });
+  }
+
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
     const long total = rows * static_cast<long>(n);

@@ -11,11 +11,14 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#include "../core/compress_math.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/topk.hpp"
+#include "host_attention.hpp"
 #include "host_buffer.hpp"
 #include "host_gemv.hpp"
 #include "host_panels.hpp"
+#include "host_rows.hpp"
 #include "host_threads.hpp"
 
 namespace ds41 {
@@ -100,6 +103,62 @@ struct HostBackend {
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     for_each_with_scratch<TopkEntry>(rows, static_cast<size_t>(n), false, [=](long r, TopkEntry* scratch) {
       topk_row_select(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), scratch);
+    });
+  }
+
+  // ---- operations a device does its own way (CudaBackend has the same names, the same bits)
+
+  /// Sparse attention with a per-head sink (attention_math.hpp): query row t's H heads [T, H, D]
+  /// attend over the kv rows [., D] listed in idx[t, 0..ncols) (-1: none) → out [T, H, D]. Here: a
+  /// group of a row's heads per item, each gathered block read once for the group
+  /// (host_attention.hpp; the same bits as one call per head).
+  static void sparse_attention(const float* q, const float* kv, int D, const int32_t* idx, int ncols, long T, int H,
+                               const float* sink, float scale, float* out) {
+    const int group = attn_heads_per_item(H, threads());
+    const long groups = (H + group - 1) / group;
+    for_each_with_scratch<float>(T * groups, attn_heads_scratch_floats(D, group), true, [=](long e, float* scratch) {
+      const long t = e / groups;
+      const int h0 = static_cast<int>(e % groups) * group, hn = H - h0 < group ? H - h0 : group;
+      const long e0 = t * H + h0;
+      sparse_attn_heads_host(q + e0 * D, kv, D, idx + t * ncols, ncols, D, hn, sink + h0, scale, out + e0 * D, scratch);
+    });
+  }
+
+  /// The indexer's scores (compress_math.hpp): out[t, j] = index_score_entry(q[t], w[t], keys[j])
+  /// for query rows q [T, H, Di] with head weights w [T, H] and keys [nk, Di]. Here: 8 keys per
+  /// item, their sums side by side (the same order per key, simd_avx2.hpp).
+  static void index_scores(const float* q, const float* w, const float* keys, long T, int H, int Di, long nk,
+                           bool small_bmm, float* out) {
+    const long groups = (nk + 7) / 8;
+    for_each(T * groups, [=](long e) {
+      const long t = e / groups, j0 = (e % groups) * 8;
+      index_scores_host(q + t * H * Di, w + t * H, keys, j0, nk, H, Di, small_bmm, out + t * nk);
+    });
+  }
+
+  /// The highway's post-expansion: out[t, j, d] = bf16(post[t, j]·x[t, d] + Σ_i comb[t, i, j]·
+  /// res[t, i, d]), the sum over i in order (host_rows.hpp: items of row stretches).
+  static void expand_post(const float* x, const float* res, const float* post, const float* comb, long T, int hc,
+                          int dim, float* out) {
+    for_each(host_rows::expand_post_items(T, hc, dim),
+             [=](long item) { host_rows::expand_post_item(item, x, res, post, comb, T, hc, dim, out); });
+  }
+
+  /// Rows of an fp8 table: out[i, d] = bf16(e4m3(codes[r, d]) · scales[r, d / 32]) for r = ids[i].
+  /// Here: items of whole rows (~kGatherItemElements elements; a small gather stays on the calling
+  /// thread), a row kGatherPrefetchRows ahead prefetched.
+  static void gather_fp8_rows(const uint8_t* codes, const float* scales, int hd, const int32_t* ids, long n, float* out) {
+    if (hd <= 0) return;
+    const int nb = hd / 32;
+    const long per_item = hd >= host_rows::kGatherItemElements ? 1 : host_rows::kGatherItemElements / hd;
+    for_each((n + per_item - 1) / per_item, [=](long item) {
+      const long i1 = (item + 1) * per_item < n ? (item + 1) * per_item : n;
+      for (long i = item * per_item; i < i1; ++i) {
+        if (i + host_rows::kGatherPrefetchRows < n)
+          engram_host::prefetch_row(codes, scales, ids[i + host_rows::kGatherPrefetchRows], hd);
+        const long r = ids[i];
+        engram_host::dequant_row(codes + r * hd, scales + r * nb, hd, out + i * hd);
+      }
     });
   }
 

@@ -9,7 +9,6 @@
 #include <type_traits>
 #include <vector>
 #include "../core/attention_math.hpp"
-#include "../backend/host_attention.hpp"
 #include "compressor.hpp"
 #include "indexer.hpp"
 #include "undo_record.hpp"
@@ -208,33 +207,7 @@ class CompressedAttnT {
     float* q = const_cast<float*>(p.q.data()) + r0 * H * D;  // a teacher-forcing tap may replace it
     tap.f32("q", q, {T, H, D});
 
-    {
-      const float *pq = q, *pkv = all_kv.data(), *sink = sink_.data();
-      const int32_t* pi = idx.data();
-      float* po = o;
-      const float scale = scale_;
-      const int nc = static_cast<int>(ncols);
-      if constexpr (!B::kIsDevice) {
-        // host: a group of a token's heads per item, each gathered block read once for the group
-        // (host_attention.hpp; the same bits as a call per head)
-        const int group = attn_heads_per_item(H, B::threads());
-        const long groups = (H + group - 1) / group;
-        B::template for_each_with_scratch<float>(
-            T * groups, attn_heads_scratch_floats(D, group), true, [=](long e, float* scratch) {
-              const long t = e / groups;
-              const int h0 = static_cast<int>(e % groups) * group, hn = H - h0 < group ? H - h0 : group;
-              const long e0 = t * H + h0;
-              sparse_attn_heads_host(pq + e0 * D, pkv, D, pi + t * nc, nc, D, hn, sink + h0, scale, po + e0 * D,
-                                     scratch);
-            });
-      } else {
-        B::for_each(T * H, [=] DS41_LAMBDA(long e) {
-          long t = e / H;
-          int h = static_cast<int>(e % H);
-          sparse_attn_head(pq + e * D, pkv, D, pi + t * nc, nc, D, sink[h], scale, po + e * D);
-        });
-      }
-    }
+    B::sparse_attention(q, all_kv.data(), D, idx.data(), static_cast<int>(ncols), T, H, sink_.data(), scale_, o);
     Ops<B>::rope(o, T * H, D, rd, H, start, 1, rope_.cos_t.data(), rope_.sin_t.data(), true);
     tap.f32("attn_o", o, {T, H, D});
   }

@@ -10,11 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-#include <immintrin.h>
-#endif
 #include "../core/activation.hpp"
-#include "../core/simd_avx2.hpp"
 #include "../core/torch_math.hpp"
 #include "config.hpp"
 #include "tap.hpp"
@@ -82,38 +78,6 @@ class EngramHasher {
   std::vector<int64_t> history_;
 };
 
-namespace engram_host {
-
-/// o[d] = bf16(e4m3_decode(c[d]) · s[d / 32]) for d < hd: ResidentTable::gather's formula for one
-/// row on the host. Only how a code becomes its float changes (the same exact value); the product
-/// and the bf16 rounding are the formula's, so the bits are the same.
-inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
-  int d0 = 0;
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  // 8 codes per step (never straddling a 32-wide scale): the exact decoded floats, then the
-  // formula's product and bf16 rounding
-  for (; d0 + 8 <= hd; d0 += 8) {
-    const __m256 a = avx2::e4m3_decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d0))));
-    _mm256_storeu_ps(o + d0, avx2::bf16_round8(_mm256_mul_ps(a, _mm256_set1_ps(s[d0 / 32]))));
-  }
-#endif
-  const float* lut = e4m3_decode_table();
-  for (; d0 < hd; ++d0) o[d0] = bf16_round(lut[c[d0]] * s[d0 / 32]);
-}
-
-/// Asks for row r's codes and scales ahead of use (rows are random in a table of hundreds of MB).
-inline void prefetch_row(const uint8_t* c, const float* s, long r, int hd) {
-#if defined(__GNUC__)
-  const uint8_t* p = c + r * hd;
-  for (int k = 0; k < hd; k += 64) __builtin_prefetch(p + k);
-  __builtin_prefetch(s + r * (hd / 32));
-#else
-  (void)c, (void)s, (void)r, (void)hd;
-#endif
-}
-
-}  // namespace engram_host
-
 /// Table policy: the whole fp8 table resident in backend memory (codes + per-32 pow2 scales).
 template <class B>
 class ResidentTable {
@@ -140,33 +104,11 @@ class ResidentTable {
   void gather(const int32_t* ids, long n, float* out) const {
     const uint8_t* c = codes_.data();
     const float* s = scales_.data();
-    const int hd = hd_, nb = hd_ / 32;
-    if constexpr (B::kIsDevice) {  // one thread per element
-      B::for_each(n * hd, [=] DS41_LAMBDA(long e) {
-        long i = e / hd, d = e % hd;
-        long r = ids[i];
-        out[e] = bf16_round(e4m3_decode(c[r * hd + d]) * s[r * nb + d / 32]);
-      });
-    } else {
-      // Items of whole rows, ~kItemElements elements each (a small gather stays on the calling
-      // thread, where waking the pool would cost more than the work); engram_host::dequant_row per
-      // row, the row kPrefetchRows ahead prefetched.
-      if (hd <= 0) return;
-      const long per_item = hd >= kItemElements ? 1 : kItemElements / hd;
-      B::for_each((n + per_item - 1) / per_item, [=](long item) {
-        const long i1 = (item + 1) * per_item < n ? (item + 1) * per_item : n;
-        for (long i = item * per_item; i < i1; ++i) {
-          if (i + kPrefetchRows < n) engram_host::prefetch_row(c, s, ids[i + kPrefetchRows], hd);
-          const long r = ids[i];
-          engram_host::dequant_row(c + r * hd, s + r * nb, hd, out + i * hd);
-        }
-      });
-    }
+    const int hd = hd_;
+    B::gather_fp8_rows(c, s, hd, ids, n, out);
   }
 
  private:
-  static constexpr long kPrefetchRows = 4;     // host gather: rows prefetched this many rows ahead
-  static constexpr long kItemElements = 8192;  // host gather: elements per for_each item
   long rows_ = 0;
   int hd_ = 0;
   typename B::template Buffer<uint8_t> codes_;

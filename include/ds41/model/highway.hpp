@@ -82,47 +82,7 @@ class HighwayT {
   }
   static void expand_post(const float* x, const float* res, const float* post, const float* comb, long T, int hc,
                           int dim, float* out) {
-    if constexpr (B::kIsDevice) {  // one thread per element
-      B::for_each(T * hc * dim, [=] DS41_LAMBDA(long e) {
-        long t = e / (static_cast<long>(hc) * dim);
-        int j = static_cast<int>((e / dim) % hc);
-        long d = e % dim;
-        float acc = 0.0f;
-        for (int i = 0; i < hc; ++i) acc += comb[(t * hc + i) * hc + j] * res[(t * hc + i) * dim + d];
-        out[e] = bf16_round(post[t * hc + j] * x[t * dim + d] + acc);
-      });
-    } else {
-      // One item = a stretch of at most kPostChunk elements of one output row (t, j) — or, when
-      // dim < kPostChunk, whole rows, kPostChunk / dim of them — so that the index math is done
-      // once per item, a small call stays on the calling thread, and the per-element formula
-      // splits into loops over d that vectorise. Each element still sees acc = 0, acc += comb·res
-      // for i = 0..hc-1 in order, then bf16(post·x + acc): the same bits.
-      if (dim <= 0) return;
-      const long rows = T * hc;
-      const long chunks = dim >= kPostChunk ? (dim + kPostChunk - 1) / kPostChunk : 1;
-      const long per_item = dim >= kPostChunk ? 1 : kPostChunk / dim;
-      B::for_each((rows + per_item - 1) / per_item * chunks, [=](long item) {
-        const long group = item / chunks;
-        const long d0 = (item - group * chunks) * kPostChunk;
-        const int n = static_cast<int>(dim - d0 < kPostChunk ? dim - d0 : kPostChunk);
-        const long row1 = (group + 1) * per_item < rows ? (group + 1) * per_item : rows;
-        for (long row = group * per_item; row < row1; ++row) {  // row = t·hc + j
-          const long t = row / hc;
-          const int j = static_cast<int>(row - t * hc);
-          float acc[kPostChunk];
-          for (int d = 0; d < n; ++d) acc[d] = 0.0f;
-          for (int i = 0; i < hc; ++i) {
-            const float ci = comb[(t * hc + i) * hc + j];
-            const float* ri = res + (t * hc + i) * dim + d0;
-            for (int d = 0; d < n; ++d) acc[d] += ci * ri[d];
-          }
-          const float p = post[t * hc + j];
-          const float* xt = x + t * dim + d0;
-          float* o = out + row * dim + d0;
-          for (int d = 0; d < n; ++d) o[d] = bf16_round(p * xt[d] + acc[d]);
-        }
-      });
-    }
+    B::expand_post(x, res, post, comb, T, hc, dim, out);
   }
 
   /// hc identical copies of each row: [T, dim] -> [T, hc, dim].
@@ -146,7 +106,6 @@ class HighwayT {
     m.scale = upload_vector<B>(w, p + "hc_" + which + "_scale", 3);
     return m;
   }
-  static constexpr int kPostChunk = 512;  // host expand_post: elements of one output row per item
   int hc_ = 1, dim_ = 0, iters_ = 1;
   float hc_eps_ = 0, norm_eps_ = 0;
   MixWeights attn_, ffn_;

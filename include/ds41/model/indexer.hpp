@@ -111,19 +111,7 @@ class IndexerT {
       float* ps = score.data();
       // einsum("bshd,btd->bsht") is one bmm of [T·H, Di] x [Di, nk]
       const bool small = torch_small_bmm(Di, T * H, nk);
-      if constexpr (!B::kIsDevice) {
-        // host: 8 keys per item, their sums side by side (same order per key, simd_avx2.hpp)
-        const long groups = (nk + 7) / 8;
-        B::for_each(T * groups, [=](long e) {
-          const long t = e / groups, j0 = (e % groups) * 8;
-          index_scores_host(pq + t * H * Di, pw + t * H, keys, j0, nk, H, Di, small, ps + t * nk);
-        });
-      } else {
-        B::for_each(T * nk, [=] DS41_LAMBDA(long e) {
-          long t = e / nk, j = e % nk;
-          ps[e] = index_score_entry(pq + t * H * Di, pw + t * H, keys + j * Di, H, Di, small);
-        });
-      }
+      B::index_scores(pq, pw, keys, T, H, Di, nk, small, ps);
     }
     tap.f32("index_score", score.data(), {T, nk});
 
