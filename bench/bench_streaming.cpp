@@ -19,14 +19,18 @@
 //                                  the same 64 expert reads from one thread through io_uring
 //                                  (io/uring_reader.hpp; only where liburing was found): `depth`
 //                                  reads of at most `chunk_kib` KiB in flight
-//   BM_ReleasedStore/prefetch/readers
+//   BM_ReleasedStore/prefetch/readers/convert_on_readers
 //                                  64 random experts through ExpertCache (O_DIRECT, `readers`
 //                                  reader threads), get() after get(), with (1) or without (0)
 //                                  the next 6 prefetched while the current 6 are converted;
-//                                  convert_on_readers=1: the reader threads also convert
-//   BM_ReleasedConvert             one expert's staged bytes to resident weights (ExpertSource
-//                                  decode + the host's panel packing), from memory: the per-expert
-//                                  conversion cost that must stay below a read's
+//                                  convert_on_readers=1: the reader threads also convert. Each
+//                                  iteration first reads 64 other random experts raw (O_DIRECT, 1
+//                                  in flight, page cache dropped): raw_bytes/s, and of_raw = the
+//                                  store's rate over it (the issue's >= 0.8)
+//   BM_ReleasedConvert/copy        one expert's staged bytes to resident weights, from memory: the
+//                                  per-expert conversion cost that must stay below a read's; copy=0
+//                                  the cache's path (ExpertSource::views: packed straight from the
+//                                  staged bytes), copy=1 decode() to HostTensors, then packed
 //   BM_ReleasedDecode/budget/readers/convert_on_readers/own
 //                                  decode steps over both layers at a cache budget of `budget`%
 //                                  of the 768 experts: 96 untimed warm-up steps fill the cache to
@@ -225,6 +229,12 @@ class ReleasedSource : public ExpertSource {
       out[k] = safetensors::decode_parts(*shards_, parts_[layer][e][k], parts[2 * k], parts[2 * k + 1]);
     return out;
   }
+  bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
+             std::array<std::vector<float>, 3>& scales) const override {
+    for (int k = 0; k < 3; ++k)
+      if (!safetensors_view(*shards_, parts_[layer][e][k], parts[2 * k], parts[2 * k + 1], out[k], scales[k])) return false;
+    return true;
+  }
 
  private:
   std::shared_ptr<safetensors::SafetensorsShards> shards_;
@@ -287,6 +297,14 @@ struct AlignedBuf {
   uint8_t* data() { return p.get(); }
 };
 
+/// A fresh seed for each random draw of experts: per process (so a rerun does not read the same
+/// experts again: a VM's disk may be cached by its host, beyond drop_caches' reach) and per call.
+uint64_t fresh_seed() {
+  static const uint64_t base = std::random_device{}();
+  static std::atomic<uint64_t> n{0};
+  return base * 0x9E3779B97F4A7C15ull + n++;
+}
+
 /// 64 experts per iteration: the first 64 of layer 0 in file order, or a random 64 of both layers.
 std::vector<std::pair<int, int>> pick(bool random, uint64_t seed) {
   std::vector<std::pair<int, int>> all;
@@ -309,11 +327,11 @@ void BM_RawDirect(benchmark::State& st) {
   DirectFile f(R.file, DirectFile::Mode::kDirect);
   std::vector<AlignedBuf> bufs;
   for (int i = 0; i < inflight; ++i) bufs.emplace_back(kExpertBytes + 2 * kDirectAlign);
-  uint64_t bytes = 0, seed = 1;
+  uint64_t bytes = 0;
   for (auto _ : st) {
     st.PauseTiming();
     R.drop();
-    const auto order = pick(random, seed++);
+    const auto order = pick(random, fresh_seed());
     st.ResumeTiming();
     std::atomic<size_t> next{0};
     auto work = [&](int t) {
@@ -357,11 +375,11 @@ void BM_RawUring(benchmark::State& st) {
   std::vector<AlignedBuf> bufs;
   for (int i = 0; i < 64; ++i) bufs.emplace_back(span);
   UringReader ring(depth);
-  uint64_t bytes = 0, seed = 1;
+  uint64_t bytes = 0;
   for (auto _ : st) {
     st.PauseTiming();
     R.drop();
-    const auto order = pick(random, seed++);
+    const auto order = pick(random, fresh_seed());
     std::vector<UringReader::Request> reqs;
     for (size_t i = 0; i < order.size(); ++i) {
       const ExpertSliceMap::Expert& ex = m.at(order[i].first, order[i].second);
@@ -406,13 +424,24 @@ void BM_ReleasedStore(benchmark::State& st) {
   const int readers = static_cast<int>(st.range(1));
   const bool convert = st.range(2) != 0;
   ExpertCache<HostBackend> cache(R.src, released_options(readers, kActive, convert));
-  uint64_t seed = 100;
+  DirectFile raw(R.file, DirectFile::Mode::kDirect);
+  AlignedBuf buf(kExpertBytes + 2 * kDirectAlign);
+  double raw_s = 0, store_s = 0;
   for (auto _ : st) {
     st.PauseTiming();
+    // the reference in the same conditions: 64 other random experts read raw (O_DIRECT, 1 in flight)
+    R.drop();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& [l, e] : pick(true, fresh_seed())) {
+      const ExpertSliceMap::Expert& ex = R.src->slices().at(l, e);
+      benchmark::DoNotOptimize(raw.read(buf.data(), ex.parts.front().offset, ex.bytes, "bench expert"));
+    }
+    raw_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     R.drop();
     cache.clear();
-    const auto order = pick(true, seed++);
+    const auto order = pick(true, fresh_seed());
     st.ResumeTiming();
+    const auto t1 = std::chrono::steady_clock::now();
     for (size_t g = 0; g < order.size(); g += kActive) {
       if (prefetch)
         for (size_t i = g + kActive; i < std::min(order.size(), g + 2 * kActive); ++i)
@@ -420,9 +449,13 @@ void BM_ReleasedStore(benchmark::State& st) {
       for (size_t i = g; i < std::min(order.size(), g + kActive); ++i)
         benchmark::DoNotOptimize(cache.get(order[i].first, order[i].second).w1.view().data);
     }
+    store_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
   const ExpertCounters k = cache.counters();
   st.counters["bytes/s"] = benchmark::Counter(static_cast<double>(k.bytes_read), benchmark::Counter::kIsRate);
+  const double raw_rate = static_cast<double>(st.iterations()) * 64 * kExpertBytes / raw_s;
+  st.counters["raw_bytes/s"] = raw_rate;  // the interleaved raw random reads
+  st.counters["of_raw"] = static_cast<double>(k.bytes_read) / store_s / raw_rate;
   st.counters["prefetch_hit_rate"] = k.prefetch_hit_rate();
   const double it = static_cast<double>(st.iterations());
   st.counters["read_s/it"] = k.read_seconds / it;  // summed over reading threads
@@ -456,25 +489,36 @@ void BM_ReleasedConvert(benchmark::State& st) {
     parts.push_back(raw.data() + at);
     at += sl.bytes;
   }
+  const bool copy = st.range(0) != 0;
   ExpertWeights<HostBackend> w;
+  std::array<std::vector<float>, 3> scales;
   double decode_s = 0, pack_s = 0;
   for (auto _ : st) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::array<HostTensor, 3> t = R.src->decode(0, 0, parts.data());
-    const auto t1 = std::chrono::steady_clock::now();
-    ExpertArena<HostBackend>::fill(w, t);
-    const auto t2 = std::chrono::steady_clock::now();
-    decode_s += std::chrono::duration<double>(t1 - t0).count();
-    pack_s += std::chrono::duration<double>(t2 - t1).count();
+    if (copy) {  // decode() to HostTensors (a copy of the codes), then Matrix::assign packs
+      const std::array<HostTensor, 3> t = R.src->decode(0, 0, parts.data());
+      const auto t1 = std::chrono::steady_clock::now();
+      ExpertArena<HostBackend>::fill(w, t);
+      decode_s += std::chrono::duration<double>(t1 - t0).count();
+      pack_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    } else {  // the cache's path: views of the staged bytes packed straight into the weights
+      std::array<MatrixView, 3> v;
+      if (!R.src->views(0, 0, parts.data(), v, scales)) return st.SkipWithError("no views");
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!ExpertArena<HostBackend>::fill_views(w, v)) return st.SkipWithError("not packable");
+      decode_s += std::chrono::duration<double>(t1 - t0).count();
+      pack_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    }
     benchmark::DoNotOptimize(w.w1.view().data);
   }
   const double it = static_cast<double>(st.iterations());
   st.counters["bytes/s"] = benchmark::Counter(static_cast<double>(ex.bytes) * it, benchmark::Counter::kIsRate);
   st.counters["decode_ms"] = decode_s / it * 1e3;
   st.counters["upload_pack_ms"] = pack_s / it * 1e3;
-  st.SetLabel(std::string("fp4 expert, ") + (w.w1.view().layout == WeightLayout::kPanels8 ? "panels" : "row-major"));
+  st.SetLabel(std::string(copy ? "decode + assign" : "views + fill_views") + ", fp4 expert, " +
+              (w.w1.view().layout == WeightLayout::kPanels8 ? "panels" : "row-major"));
 }
-BENCHMARK(BM_ReleasedConvert)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReleasedConvert)->ArgName("copy")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// One token through an expert with the backend's Linear (the model's kernels): h = silu(w1 x) *
 /// (w3 x), y = w2 h.
@@ -498,7 +542,7 @@ void BM_ReleasedDecode(benchmark::State& st) {
   const bool own = st.range(3) != 0;
   const long budget = kLayers * kExperts * pct / 100;
   ExpertCache<HostBackend> cache(R.src, released_options(readers, budget, convert));
-  std::mt19937_64 g(7);
+  std::mt19937_64 g(fresh_seed());  // other experts than the other configurations read (a host may cache the disk)
   std::vector<double> zipf(kExperts);
   for (int e = 0; e < kExperts; ++e) zipf[e] = 1.0 / (e + 1);
   std::discrete_distribution<int> pick_rank(zipf.begin(), zipf.end());

@@ -228,6 +228,37 @@ TEST_CASE("streaming: O_DIRECT expert reads give the same bits as buffered pread
   }
 }
 
+TEST_CASE("streaming: packing straight from the staged bytes (ExpertSource::views) gives decode()'s bits") {
+  const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_fp8_golden.json");
+  SafetensorsWeights w(DS41_GOLDEN_DIR "/ds41_tiny_fp8_ckpt", g.config.max_seq_len, g.config.engram);
+  const SafetensorsExpertSource src(w);
+  const ExpertSliceMap& m = src.slices();
+  long compared = 0;
+  for (int l = 0; l < m.layers(); ++l)
+    for (int e = 0; e < m.experts(); ++e) {
+      const ExpertSliceMap::Expert& ex = m.at(l, e);
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<const uint8_t*> parts;
+      for (const ExpertSliceMap::Slice& sl : ex.parts) {
+        bytes.emplace_back(sl.bytes);
+        gguf::PosixFile(src.shard_paths().at(sl.shard)).read_at(bytes.back().data(), sl.bytes, sl.offset, "test");
+        parts.push_back(bytes.back().data());
+      }
+      std::array<MatrixView, 3> v;
+      std::array<std::vector<float>, 3> scales;
+      REQUIRE(src.views(l, e, parts.data(), v, scales));
+      ExpertWeights<HB> a, b;
+      REQUIRE(ExpertArena<HB>::fill_views(a, v));
+      ExpertArena<HB>::fill(b, src.decode(l, e, parts.data()));
+      CHECK_MESSAGE(same_matrix(a.w1, b.w1), "layer ", l, " expert ", e, " w1");
+      CHECK_MESSAGE(same_matrix(a.w2, b.w2), "layer ", l, " expert ", e, " w2");
+      CHECK_MESSAGE(same_matrix(a.w3, b.w3), "layer ", l, " expert ", e, " w3");
+      CHECK((a.w1.v.layout == b.w1.v.layout && a.w1.v.host_scaled_decode == b.w1.v.host_scaled_decode));
+      ++compared;
+    }
+  CHECK(compared == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+}
+
 TEST_CASE("streaming: a shard that ends early is an error naming the file and the expert") {
   TempDir dir;
   const golden::Golden& g = tiny();

@@ -61,10 +61,28 @@ class ExpertArena {
  public:
   explicit ExpertArena(long slots = 0) : slots_(slots) {}
   const ExpertWeights<B>& at(long slot) const { return slots_.at(slot); }
+  ExpertWeights<B>& slot(long slot) { return slots_.at(slot); }
   void fill(long slot, const std::array<HostTensor, 3>& w) { fill(slots_.at(slot), w); }
   static void fill(ExpertWeights<B>& ew, const std::array<HostTensor, 3>& w) {
     Matrix<B>* m[3] = {&ew.w1, &ew.w2, &ew.w3};
     for (int k = 0; k < 3; ++k) put(*m[k], w[k]);
+  }
+  /// Fills `ew` from row-major views straight into the backend's own layout (host panels).
+  /// False where the backend has no such upload or a matrix stays row-major (not packable): `ew`
+  /// may then be half-filled, and the caller converts to HostTensors and fill()s all three.
+  static bool fill_views(ExpertWeights<B>& ew, const std::array<MatrixView, 3>& w) {
+    if constexpr (requires(Matrix<B>& m, MatrixView o) { B::upload_linear_weights(w[0], m.payload, m.scales, o); }) {
+      Matrix<B>* m[3] = {&ew.w1, &ew.w2, &ew.w3};
+      for (int k = 0; k < 3; ++k) {
+        MatrixView out;
+        if (!B::upload_linear_weights(w[k], m[k]->payload, m[k]->scales, out)) return false;  // ew half-filled: refill
+        m[k]->v = out;
+      }
+      return true;
+    } else {
+      (void)ew, (void)w;
+      return false;
+    }
   }
   /// Exchange slot's weights with `w` (converted elsewhere); `w` gets the old buffers for reuse.
   void swap_in(long slot, ExpertWeights<B>& w) { std::swap(slots_.at(slot), w); }

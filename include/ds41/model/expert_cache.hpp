@@ -232,9 +232,8 @@ class ExpertCache {
     long slot = -1;
     const auto t1 = std::chrono::steady_clock::now();
     try {
-      std::array<HostTensor, 3> w = decode(ring_[s], k);  // ring slot kBusy: safe to read without the lock
       slot = lru_.insert(k);
-      arena_.fill(slot, w);
+      convert(ring_[s], k, arena_.slot(slot));  // ring slot kBusy: safe to read without the lock
     } catch (...) {
       if (slot >= 0) lru_ = ExpertLru(lru_.capacity());  // a half-filled slot must not be found later
       lk.lock();
@@ -289,6 +288,7 @@ class ExpertCache {
     StagingBuf buf;
     std::vector<const uint8_t*> parts;  // where each slice of `key` starts in buf after the read
     ExpertWeights<B> conv;              // convert_on_readers: `key` converted by a reader thread
+    std::array<std::vector<float>, 3> scales;  // convert(): the views' decoded block scales
     bool converted = false;
     Key key{-1, -1};
     State state = State::kFree;
@@ -375,8 +375,14 @@ class ExpertCache {
     read_ns_ += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::array<HostTensor, 3> decode(const Staged& st, const Key& k) const {
-    return src_->decode(k.first, k.second, st.parts.data());
+  /// The staged expert into `ew`: host backends pack straight from the staging slot where the
+  /// source offers views (ExpertSource::views: no copy of the codes), else decode() + fill().
+  void convert(Staged& st, const Key& k, ExpertWeights<B>& ew) const {
+    if constexpr (!B::kIsDevice) {
+      std::array<MatrixView, 3> v;
+      if (src_->views(k.first, k.second, st.parts.data(), v, st.scales) && ExpertArena<B>::fill_views(ew, v)) return;
+    }
+    ExpertArena<B>::fill(ew, src_->decode(k.first, k.second, st.parts.data()));
   }
   void serve() {
     std::unique_lock<std::mutex> lk(mu_);
@@ -394,7 +400,7 @@ class ExpertCache {
         if (opt_.convert_on_readers) {
           try {
             const auto t0 = std::chrono::steady_clock::now();
-            ExpertArena<B>::fill(ring_[s].conv, decode(ring_[s], k));
+            convert(ring_[s], k, ring_[s].conv);
             ring_[s].converted = true;
             conv_ns_ += static_cast<uint64_t>(
                 std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());

@@ -60,7 +60,40 @@ class ExpertSource {
   virtual const ExpertSliceMap& slices() const = 0;
   virtual std::vector<std::string> shard_paths() const = 0;
   virtual std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const = 0;
+  /// The host backends' fast path: the three matrices as row-major views of the staged bytes
+  /// themselves (no copy), their block scales decoded into `scales`. False (the default, and for
+  /// formats that need converting) sends the caller to decode(); either way the same bits result.
+  virtual bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
+                     std::array<std::vector<float>, 3>& scales) const {
+    (void)layer, (void)e, (void)parts, (void)out, (void)scales;
+    return false;
+  }
 };
+
+/// `parts` (safetensors::Parts of an fp4 or fp8 weight and its F8_E8M0 scale) as a row-major view
+/// of `w`, the scales decoded from `s` into `scales` (decode_parts' values, without copying the
+/// codes). False for every other kind.
+inline bool safetensors_view(const safetensors::SafetensorsShards& sh, const safetensors::Parts& p, const uint8_t* w,
+                             const uint8_t* s, MatrixView& out, std::vector<float>& scales) {
+  using safetensors::Kind;
+  if ((p.kind != Kind::kFp4 && p.kind != Kind::kFp8) || !p.scale || p.shape.size() != 2) return false;
+  const size_t n = p.scale->bytes;
+  scales.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] == 0xFF) {  // decode_parts' error, named the same way
+      safetensors::e8m0_scales(s, n, safetensors::where(sh, *p.scale));
+      return false;
+    }
+    scales[i] = e8m0_to_f32(s[i]);
+  }
+  out = MatrixView{};
+  out.format = p.kind == Kind::kFp8 ? WeightFormat::kFp8Block32 : WeightFormat::kFp4Block32;
+  out.rows = static_cast<int>(p.shape[0]);
+  out.cols = static_cast<int>(p.shape[1]);
+  out.data = w;
+  out.scales = scales.data();
+  return true;
+}
 
 /// GGUF: llama.cpp stores a layer's routed experts as three merged [E, rows, cols] tensors, so
 /// each of w1/w2/w3 is one contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps.
@@ -161,6 +194,17 @@ class SafetensorsExpertSource : public ExpertSource {
       out[k] = safetensors::decode_parts(*shards_, p, wb, sb);
     }
     return out;
+  }
+  bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
+             std::array<std::vector<float>, 3>& scales) const override {
+    int at = 0;
+    for (int k = 0; k < 3; ++k) {
+      const SafetensorsWeights::Parts& p = parts_.at(layer).at(e)[k];
+      const uint8_t* wb = parts[at++];
+      const uint8_t* sb = p.scale ? parts[at++] : nullptr;
+      if (!safetensors_view(*shards_, p, wb, sb, out[k], scales[k])) return false;
+    }
+    return true;
   }
 
  private:
