@@ -160,17 +160,21 @@ inline double peak_mul_add_flops() {
 
 // Batched decode: y = W x for T input rows (T different sequences, one token each) through one
 // Linear at the V4.1 decode shapes, T = 1, 2, 4, 8, 16, weights cold (ColdMatrices), the default
-// kernels (host_gemv::linear, VectorIsa::kTuned). FLOP/s and its fraction of BM_PeakMulAdd
-// (of_peak, the peak measured once in this process). Args: rows, cols, T.
-template <WeightFormat F>
-void BM_BatchLinear(benchmark::State& st) {
+// kernels (host_gemv::linear, VectorIsa::kTuned: for T > 1 host_gemm_panels512.hpp where the build
+// has AVX-512). BM_BatchLinearAvx2<F> is the same on the AVX2 kernels (panels::linear_tile, the
+// T > 1 path before the AVX-512 one), T >= 2, so that both can be compared in one run
+// (--benchmark_enable_random_interleaving). FLOP/s and its fraction of BM_PeakMulAdd (of_peak:
+// against the peak measured once in this process; on a busy machine compare with the run's own
+// BM_PeakMulAdd instead). Args: rows, cols, T.
+template <WeightFormat F, host_gemv::VectorIsa kIsa>
+void batch_linear(benchmark::State& st) {
   const long rows = st.range(0), cols = st.range(1), T = st.range(2);
   HostTensor w = random_matrix(F, rows, cols, 1);
   ColdMatrices m(w);
   std::vector<float> x = random_activations(T * cols, 2), y(T * rows);
   const double peak = peak_mul_add_flops();
   for (auto _ : st) {
-    HostBackend::linear(x.data(), T, cols, m.take(), y.data(), rows, OutRound::kBF16);
+    host_gemv::linear(x.data(), T, cols, m.take(), y.data(), rows, OutRound::kBF16, HostThreadPool::global(), kIsa);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -178,13 +182,21 @@ void BM_BatchLinear(benchmark::State& st) {
   set_stream_counters(st, m.bytes(), flop);
   st.counters["of_peak"] = benchmark::Counter(flop * st.iterations() / peak, benchmark::Counter::kIsRate);
 }
+template <WeightFormat F>
+void BM_BatchLinear(benchmark::State& st) { batch_linear<F, host_gemv::VectorIsa::kTuned>(st); }
+template <WeightFormat F>
+void BM_BatchLinearAvx2(benchmark::State& st) { batch_linear<F, host_gemv::VectorIsa::kAvx2>(st); }
+template <long kMinT>
 void batch_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "T"});
   for (const auto& shape : kDecodeShapes)
-    for (long T : {1, 2, 4, 8, 16}) b->Args({shape[0], shape[1], T});
+    for (long T : {1, 2, 4, 8, 16})
+      if (T >= kMinT) b->Args({shape[0], shape[1], T});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
-#define DS41_BATCH_SHAPES(F) BENCHMARK(BM_BatchLinear<F>)->Apply(batch_shapes)
+#define DS41_BATCH_SHAPES(F)                                   \
+  BENCHMARK(BM_BatchLinear<F>)->Apply(batch_shapes<1>);        \
+  BENCHMARK(BM_BatchLinearAvx2<F>)->Apply(batch_shapes<2>)
 DS41_BATCH_SHAPES(WeightFormat::kBF16);
 DS41_BATCH_SHAPES(WeightFormat::kF32);
 DS41_BATCH_SHAPES(WeightFormat::kFp8Block32);
