@@ -6,11 +6,16 @@
 // N = 8 the step is bound by these. The AVX2 tile (panels::linear_tile) decodes a 32-column block
 // of 32 rows once and applies it to two input rows per pass, 8 rows a vector; here a vector holds
 // two panels (16 rows, lanes 0-7 panel p's, 8-15 panel p + 1's, loaded as one group pair as the
-// decode GEMVs of host_gemv_panels512.hpp do), the decoded block feeds up to kRowBlock input rows
-// per pass from registers (2·kRowBlock accumulators), and the decode itself is one or two table
+// decode GEMVs of host_gemv_panels512.hpp do), a decoded span of 64 columns feeds up to kRowBlock
+// input rows per pass from registers (2·kRowBlock accumulators; x broadcast inside each multiply,
+// mul_broadcast), and the decode itself is one or two table
 // lookups per byte: fp8 by vpermt2b over the 128 magnitudes (AVX-512 VBMI), fp4 by vpshufb over
 // its 16 codes. Per weight vector and input row that leaves one multiply and one add, and a
-// share of the decode, loads and stores that shrinks as T grows.
+// share of the decode, loads and stores that shrinks as T grows. Measured (one core of the Zen 5
+// VM, 64 x 2304 warm in L2, best of 10 rounds, fraction of the same core's BM_PeakMulAdd): T = 16
+// at 75-83% (the AVX2 tile 64-69%), T = 8 at 67-73% (58-61%), T = 2 at 38-44% (32-38%). Per lane
+// this machine multiplies and adds no faster in zmm than in ymm (one zmm multiply and one add a
+// cycle, or two of each in ymm): the gain is fewer instructions around the arithmetic.
 //
 // The operations are the AVX2 tile's lane for lane: each lane is its row's own chain in K order,
 // `part = part + x[k]·w` with the product rounded, then added (never FMA: -ffp-contract=off),
@@ -40,7 +45,12 @@ namespace ds41::host_gemv::gemm512 {
 constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
 constexpr int kTileVecs = 2;   // 16-row vectors per tile: 4 panels, the walk's tile
 constexpr int kRowChunk = 16;  // input rows sharing one decoded block
-constexpr int kRowBlock = 8;   // input rows per pass over a decoded block (their sums in registers)
+constexpr int kRowBlock = 8;
+// 32-column blocks decoded at once and applied in one call (8 KiB of f32 columns). Why: one call
+// per block spent ~20% of the multiply-add time around the loop (one Zen 5 core, warm weights, T =
+// 16: 1 block 73-78% of BM_PeakMulAdd, 2 blocks 75-83%, 4 the same as 2)
+constexpr int kSpanBlocks = 2;
+constexpr int kSpanK = kSpanBlocks * kBlockK;   // input rows per pass over a decoded block (their sums in registers)
 
 /// A 256-bit pattern repeated in both halves of a 512-bit vector.
 inline __m512i repeat256(__m256i v) { return _mm512_broadcast_i64x4(v); }
@@ -170,48 +180,57 @@ inline __m512 mul_broadcast(__m512 w, const float* x) {
 /// acc[i][v] = acc + Σ (scaled: a fresh partial finished by add_block; else the running sum).
 /// Not inlined, so that the decoder's tables and the block scales need no registers here (inlined
 /// with an "m" operand for x, GCC kept one weight vector on the stack and reloaded it per row).
+/// R input rows (x rows xr[0..R) from the span's first column) over a decoded span wt[0..kn) of
+/// up to kSpanK columns. Scaled: one fresh partial per 32-column block, finished into acc as
+/// add_block (sx[i][b]: row i's act_quant scale of the span's block b, scale[b] the weights');
+/// else one running sum per row through the whole span.
 template <int R, int NV, bool kScaled>
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-void apply_block(const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512* scale, const float* sx,
-                        __m512 (*acc)[NV]) {
+void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512 (*scale)[NV],
+                const float (*sx)[kSpanBlocks], __m512 (*acc)[NV]) {
   __m512 a[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) a[i][v] = kScaled ? _mm512_setzero_ps() : acc[i][v];
-  for (int k = 0; k < kn; ++k) {
-    __m512 wk[NV];
-    for (int v = 0; v < NV; ++v) {
-      wk[v] = wt[k][v];
-#if defined(__GNUC__)
-      asm("" : "+v"(wk[v]));  // one load per column in a register: GCC spilled one and reloaded it per row
-#endif
-    }
+  for (int k0 = 0, b = 0; k0 < kn; k0 += kBlockK, ++b) {
+    const int ke = kScaled ? std::min(kn, k0 + kBlockK) : kn;  // unscaled: the whole span at once
     for (int i = 0; i < R; ++i)
-      for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
-  }
-  for (int i = 0; i < R; ++i) {
-    if constexpr (kScaled) {
-      const __m512 s = _mm512_set1_ps(sx[i]);
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[v]));
-    } else {
-      for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+      for (int v = 0; v < NV; ++v) a[i][v] = kScaled ? _mm512_setzero_ps() : acc[i][v];
+    for (int k = k0; k < ke; ++k) {
+      __m512 wk[NV];
+      for (int v = 0; v < NV; ++v) {
+        wk[v] = wt[k][v];
+#if defined(__GNUC__)
+        asm("" : "+v"(wk[v]));  // one load per column in a register: GCC spilled one and reloaded it per row
+#endif
+      }
+      for (int i = 0; i < R; ++i)
+        for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
     }
+    for (int i = 0; i < R; ++i) {
+      if constexpr (kScaled) {
+        const __m512 s = _mm512_set1_ps(sx[i][b]);
+        for (int v = 0; v < NV; ++v)
+          acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[b][v]));
+      } else {
+        for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+      }
+    }
+    if constexpr (!kScaled) break;
   }
 }
 
-/// Rows r .. r + R of a chunk: apply_block with R known at compile time (R = kRowBlock, or the
+/// Rows r .. r + R of a chunk: apply_span with R known at compile time (R = kRowBlock, or the
 /// chunk's remainder).
 template <int NV, bool kScaled, int R = kRowBlock>
-inline void apply_rows(int rows, const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512* scale,
-                       const float* sx, __m512 (*acc)[NV]) {
+inline void apply_rows(int rows, const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512 (*scale)[NV],
+                       const float (*sx)[kSpanBlocks], __m512 (*acc)[NV]) {
   if constexpr (R > 1)
     if (rows < R) return apply_rows<NV, kScaled, R - 1>(rows, xr, wt, kn, scale, sx, acc);
-  apply_block<R, NV, kScaled>(xr, wt, kn, scale, sx, acc);
+  apply_span<R, NV, kScaled>(xr, wt, kn, scale, sx, acc);
 }
 
-/// T input rows through panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV): each 32-column
-/// block decoded once per kRowChunk input rows, applied kRowBlock rows at a time.
+/// T input rows through panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV): each span of
+/// kSpanK columns decoded once per kRowChunk input rows, applied kRowBlock rows at a time.
 template <class Columns, int NV, bool kScaled>
 void linear_tile(const Columns& dec, const float* x, const float* xs, long T, long x_stride, const MatrixView& w,
                  long p0, float* y, long y_stride, OutRound round) {
@@ -219,30 +238,33 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
   const int K = w.cols;
   const long pb = panel_bytes(w.format, K), kblocks = (K + kBlockK - 1) / kBlockK;
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
-  alignas(64) __m512 wt[kBlockK][NV];
+  alignas(64) __m512 wt[kSpanK][NV];
   for (long r0 = 0; r0 < T; r0 += kRowChunk) {
     const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
     __m512 acc[kRowChunk][NV];
     for (int r = 0; r < tc; ++r)
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-    for (int kb = 0; kb < K; kb += kBlockK) {
-      const int kn = std::min(kBlockK, K - kb);
+    for (int kb = 0; kb < K; kb += kSpanK) {
+      const int kn = std::min(kSpanK, K - kb);
       for (int q = kb / g; q * g < kb + kn; ++q)
         for (int v = 0; v < NV; ++v) {
           __m512 c[g];
           dec.columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c);
           for (int j = 0; j < g && q * g + j < kb + kn; ++j) wt[q * g + j - kb][v] = c[j];
         }
-      __m512 scale[NV];
+      const int nb = (kn + kBlockK - 1) / kBlockK;
+      __m512 scale[kSpanBlocks][NV];
       if constexpr (kScaled)
-        for (int v = 0; v < NV; ++v) scale[v] = block_scales(w, p0 + 2 * v, kb / kBlockK);
+        for (int b = 0; b < nb; ++b)
+          for (int v = 0; v < NV; ++v) scale[b][v] = block_scales(w, p0 + 2 * v, kb / kBlockK + b);
       for (int r = 0; r < tc; r += kRowBlock) {
         const int rows = std::min(kRowBlock, tc - r);
         const float* xr[kRowBlock];
-        float sx[kRowBlock];
+        float sx[kRowBlock][kSpanBlocks];
         for (int i = 0; i < rows; ++i) {
           xr[i] = x + (r0 + r + i) * x_stride + kb;
-          sx[i] = kScaled ? xs[(r0 + r + i) * kblocks + kb / kBlockK] : 0.0f;
+          if constexpr (kScaled)
+            for (int b = 0; b < nb; ++b) sx[i][b] = xs[(r0 + r + i) * kblocks + kb / kBlockK + b];
         }
         apply_rows<NV, kScaled>(rows, xr, wt, kn, scale, sx, acc + r);
       }
