@@ -384,7 +384,8 @@ void BM_RawUring(benchmark::State& st) {
     for (size_t i = 0; i < order.size(); ++i) {
       const ExpertSliceMap::Expert& ex = m.at(order[i].first, order[i].second);
       const uint64_t off = align_down(ex.parts.front().offset);
-      reqs.push_back({fd, off, align_up(ex.parts.front().offset + ex.bytes) - off, bufs[i].data()});
+      const uint64_t end = ex.parts.front().offset + ex.bytes;  // the last expert's span runs past the file's end
+      reqs.push_back({fd, off, align_up(end) - off, bufs[i].data(), end - off});
     }
     st.ResumeTiming();
     ring.read_all(reqs, chunk, "bench expert");

@@ -11,6 +11,7 @@
 // at the released expert size, and on this project's machines the ring did not read faster than
 // as many threads (README "Streaming"), so the cache does not use it.
 #pragma once
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +35,7 @@ class UringReader {
     int fd = -1;
     uint64_t offset = 0, bytes = 0;
     uint8_t* buf = nullptr;  // O_DIRECT: offset, bytes and buf aligned to the logical block size
+    uint64_t need = 0;       // bytes that must arrive (0: all); an aligned span may run past the end
   };
 
   explicit UringReader(unsigned depth = 8) : depth_(depth) {
@@ -50,11 +52,16 @@ class UringReader {
       int fd;
       uint64_t offset, bytes;
       uint8_t* buf;
+      uint64_t need_end;  // the read must reach at least this offset (the file may end after it)
     };
     std::vector<Piece> todo;
-    for (const Request& q : reqs)
-      for (uint64_t at = 0; at < q.bytes; at += chunk)
-        todo.push_back({q.fd, q.offset + at, std::min(chunk, q.bytes - at), q.buf + at});
+    for (const Request& q : reqs) {
+      const uint64_t need_end = q.offset + (q.need ? q.need : q.bytes);
+      for (uint64_t at = 0; at < q.bytes; at += chunk) {
+        const uint64_t n = std::min(chunk, q.bytes - at);
+        todo.push_back({q.fd, q.offset + at, n, q.buf + at, std::min(q.offset + at + n, need_end)});
+      }
+    }
     std::vector<Piece> live(depth_);
     std::vector<unsigned> free_ids;
     for (unsigned i = 0; i < depth_; ++i) free_ids.push_back(depth_ - 1 - i);
@@ -82,8 +89,12 @@ class UringReader {
         Piece p = live[id];
         free_ids.push_back(id);
         DS41_CHECK(res >= 0, what, ": read of ", p.bytes, " bytes at ", p.offset, " failed (", std::strerror(-res), ")");
-        DS41_CHECK(res > 0, what, ": short read at ", p.offset, " (the file ends early)");
-        if (static_cast<uint64_t>(res) < p.bytes) submit({p.fd, p.offset + res, p.bytes - res, p.buf + res});
+        if (res == 0) {  // the end of the file
+          DS41_CHECK(p.offset >= p.need_end, what, ": short read at ", p.offset, " (the file ends early)");
+          continue;
+        }
+        if (static_cast<uint64_t>(res) < p.bytes)
+          submit({p.fd, p.offset + res, p.bytes - res, p.buf + res, p.need_end});
       }
     }
   }
