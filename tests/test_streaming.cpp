@@ -248,7 +248,10 @@ TEST_CASE("streaming: packing straight from the staged bytes (ExpertSource::view
       std::array<std::vector<float>, 3> scales;
       REQUIRE(src.views(l, e, parts.data(), v, scales));
       ExpertWeights<HB> a, b;
-      REQUIRE(ExpertArena<HB>::fill_views(a, v));
+      // without the vector kernels (the portable build) nothing is packed: fill_views declines
+      // and the cache takes decode()
+      REQUIRE(ExpertArena<HB>::fill_views(a, v) == host_gemv::kVectorised);
+      if (!host_gemv::kVectorised) continue;
       ExpertArena<HB>::fill(b, src.decode(l, e, parts.data()));
       CHECK_MESSAGE(same_matrix(a.w1, b.w1), "layer ", l, " expert ", e, " w1");
       CHECK_MESSAGE(same_matrix(a.w2, b.w2), "layer ", l, " expert ", e, " w2");
@@ -256,7 +259,7 @@ TEST_CASE("streaming: packing straight from the staged bytes (ExpertSource::view
       CHECK((a.w1.v.layout == b.w1.v.layout && a.w1.v.host_scaled_decode == b.w1.v.host_scaled_decode));
       ++compared;
     }
-  CHECK(compared == static_cast<long>(g.config.n_layers) * g.config.n_routed_experts);
+  CHECK(compared == (host_gemv::kVectorised ? static_cast<long>(g.config.n_layers) * g.config.n_routed_experts : 0));
 }
 
 TEST_CASE("streaming: a shard that ends early is an error naming the file and the expert") {
