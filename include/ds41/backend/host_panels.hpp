@@ -177,7 +177,7 @@ inline void pack_8_groups(WeightFormat f, const uint8_t* const* row, long q, uin
 /// takes the word-at-a-time path everywhere (the test compares the two).
 inline void pack_payload(WeightFormat f, int rows, int cols, const uint8_t* in, uint8_t* payload, bool vector = true) {
   const long pb = panel_bytes(f, cols), rb = row_major_row_bytes(f, cols);
-  const long groups = pb / 32, full_words = rb / 4;
+  const long groups = pb / 32;
   (void)vector;
   for (long p = 0; p < panels(rows); ++p) {
     const int n_rows = static_cast<int>(std::min<long>(kPanelRows, rows - p * kPanelRows));
@@ -187,7 +187,7 @@ inline void pack_payload(WeightFormat f, int rows, int cols, const uint8_t* in, 
     long q = 0;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
     if (vector && n_rows == kPanelRows)
-      for (; q + 8 <= full_words; q += 8) pack_8_groups(f, row, q, panel);
+      for (; q + 8 <= rb / 4; q += 8) pack_8_groups(f, row, q, panel);  // whole words inside the rows
 #endif
     pack_groups_scalar(f, row, n_rows, rb, q, groups, panel);
   }
