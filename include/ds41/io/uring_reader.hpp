@@ -9,7 +9,7 @@
 // targets that link it; kUringAvailable says which). The expert cache reads with its pool of
 // reader threads (direct_reader.hpp) either way: bench_streaming's BM_RawUring compares the two
 // at the released expert size, and on this project's machines the ring did not read faster than
-// as many threads (README "Streaming"), so the cache does not use it.
+// as many threads (docs/STREAMING.md), so the cache does not use it.
 #pragma once
 #include <algorithm>
 #include <cerrno>
