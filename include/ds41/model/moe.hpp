@@ -6,6 +6,7 @@
 // runs on the backend. Routed outputs are added in increasing expert id, then the unweighted
 // shared expert, into a float32 accumulator rounded once to bf16.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "../core/activation.hpp"
@@ -72,7 +73,8 @@ class MoeT {
 
   ExpertStore& experts() { return experts_; }
 
-  /// Stores that prefetch (StreamedExperts) get the next layer's prediction; others skip its cost.
+  /// Stores that prefetch (StreamedExperts) get this layer's experts as soon as it is routed and the
+  /// next layer's prediction; others skip its cost.
   /// Every ExpertStore says which it is.
   static constexpr bool kPrefetches = ExpertStore::kPrefetches;
   /// The next layer's MoE: this layer runs its router on this layer's input to predict its experts.
@@ -101,8 +103,6 @@ class MoeT {
   void forward(const float* x, long T, const TapT& tap, float* out, long tensor_rows = 0) {
     const bool row_local = tensor_rows == 1 && T > 1;
     const int E = E_, K = K_;
-    if constexpr (kPrefetches)
-      if (next_) next_->predict_and_prefetch(x, T);  // the next layer's reads overlap this layer
     auto scores = B::template alloc<float>(static_cast<size_t>(T) * E);
     auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * K);
     auto wts = B::template alloc<float>(static_cast<size_t>(T) * K);
@@ -116,6 +116,17 @@ class MoeT {
     std::vector<float> h_w(static_cast<size_t>(T) * K);
     B::download(h_idx.data(), idx.data(), h_idx.size());
     B::download(h_w.data(), wts.data(), h_w.size());
+    if constexpr (kPrefetches) {
+      // this layer's own experts queued first (each read overlaps the conversion and compute of
+      // the ones before it), then the next layer's predicted ones (overlapping this layer)
+      std::vector<bool> seen(E, false);
+      std::vector<int> own;
+      for (int32_t e : h_idx)
+        if (e >= 0 && e < E && !seen[e]) seen[e] = true, own.push_back(e);
+      std::sort(own.begin(), own.end());  // the order the loop below takes them in
+      experts_.prefetch(own);
+      if (next_) next_->predict_and_prefetch(x, T);
+    }
 
     auto acc = B::template alloc<float>(static_cast<size_t>(T) * dim_);  // zeros
     for (int e = 0; e < E; ++e) {
