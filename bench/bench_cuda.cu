@@ -217,7 +217,7 @@ void BM_DeviceV41DecodeBatch(benchmark::State& st) {
 BENCHMARK(BM_DeviceV41DecodeBatch)
     ->ArgNames({"layers", "batch"})
     ->Args({2, 1})->Args({2, 4})->Args({2, 8})->Args({2, 16})
-    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+    ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
 void BM_DeviceV41Verify(benchmark::State& st) {
   if (!need_device(st)) return;
   bench::v41_verify_steps<CudaBackend>(st);

@@ -100,10 +100,13 @@ struct V41Served {
 };
 
 /// Decode steps of a batch of `batch` sequences, one token each (Model::step: every weight pass
-/// once over the rows). Every sequence is the same 256-token prompt's state (restored from its
-/// snapshot) and takes its own token each step, so rows route to different experts. Args: layers,
-/// batch. tokens/s counts rows; bytes/s the weights a batch-1 step reads (not the extra experts a
-/// wider batch routes to).
+/// once over the rows), side by side with steps of one more sequence alone: each iteration runs
+/// one step of each, timed apart, so that the ratio is taken under the same conditions (this VM's
+/// speed drifts by tens of percent within minutes). Every sequence is the same 256-token prompt's
+/// state (restored from its snapshot) and takes its own token each step, so rows route to
+/// different experts. Args: layers, batch. Counters: tokens/s (the batch's rows), batch1_tokens/s,
+/// vs_batch1 (their ratio), GFLOP/s (2 per weight of the batch-1 step's bytes, per row); bytes/s
+/// counts the weights a batch-1 step reads (not the extra experts a wider batch routes to).
 template <class B>
 void v41_batch_steps(benchmark::State& st) {
   const int layers = static_cast<int>(st.range(0));
@@ -111,29 +114,42 @@ void v41_batch_steps(benchmark::State& st) {
   V41Served<B>& m = V41Served<B>::get(layers, 256);
   using Seq = typename Model<B>::Sequence;
   std::vector<Seq> seqs;
-  for (long r = 0; r < batch; ++r) seqs.push_back(m.model->restore(m.after_prompt));
-  std::vector<typename Model<B>::Segment> segs(batch);
+  for (long r = 0; r <= batch; ++r) seqs.push_back(m.model->restore(m.after_prompt));  // the last: alone
+  std::vector<typename Model<B>::Segment> segs(batch), one(1);
   long step = 0;
+  double batch_s = 0, alone_s = 0;
   for (auto _ : st) {
     if (seqs[0].length() >= m.cfg.max_seq_len) {
       st.PauseTiming();
-      for (long r = 0; r < batch; ++r) seqs[r] = m.model->restore(m.after_prompt);
+      for (long r = 0; r <= batch; ++r) seqs[r] = m.model->restore(m.after_prompt);
       st.ResumeTiming();
     }
     for (long r = 0; r < batch; ++r) {
       segs[r].seq = &seqs[r];
       segs[r].tokens = {static_cast<int32_t>((r * 1009 + step * 31 + 1) % m.cfg.vocab_size)};
     }
+    one[0].seq = &seqs[batch];
+    one[0].tokens = {static_cast<int32_t>((step * 31 + 1) % m.cfg.vocab_size)};
+    const auto t0 = std::chrono::steady_clock::now();
     m.model->step(segs);
+    const auto t1 = std::chrono::steady_clock::now();
+    m.model->step(one);
+    const auto t2 = std::chrono::steady_clock::now();
+    batch_s += std::chrono::duration<double>(t1 - t0).count();
+    alone_s += std::chrono::duration<double>(t2 - t1).count();
+    st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
     ++step;
   }
   double bytes = 0;
   const bool packed = std::is_same_v<B, HostBackend> && host_gemv::kVectorised;
   for (int l = 0; l < layers; ++l) bytes += layer_step_bytes(m.cfg, l == 0, packed);
   bytes += matrix_bytes(WeightFormat::kF32, m.cfg.vocab_size, m.cfg.dim);
-  set_stream_counters(st, bytes, 2.0 * bytes * static_cast<double>(batch));
-  st.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(st.iterations() * batch), benchmark::Counter::kIsRate);
+  const double it = static_cast<double>(st.iterations());
+  st.SetBytesProcessed(static_cast<int64_t>(bytes * it));
+  st.counters["tokens/s"] = it * static_cast<double>(batch) / batch_s;
+  st.counters["batch1_tokens/s"] = it / alone_s;
+  st.counters["vs_batch1"] = (it * static_cast<double>(batch) / batch_s) / (it / alone_s);
+  st.counters["GFLOP/s"] = 2.0 * bytes * static_cast<double>(batch) * it / batch_s * 1e-9;
   st.SetLabel(std::to_string(layers) + " layer(s), batch " + std::to_string(batch) + " x 1 token, prompt 256");
 }
 

@@ -482,10 +482,25 @@ constexpr long kParallelLinearMinMacs = 1L << 16;
 /// Output rows per work item: whole tiles, and whole fp8 32-row scale blocks.
 constexpr int kRowsPerItem = 32;
 
+/// Up to this many input rows, an fp4 Linear whose decode GEMV is the integer one (fp4int: the
+/// codes multiplied as bytes) runs as one GEMV per row: each is ~3x the multi-row float tile's
+/// speed per row, which decodes every code to a float for only a few rows. bench_kernels
+/// BM_BatchLinear, cold, 2 threads (session 14): T = 1 / 2 / 4 / 8 took 184 / 600 / 809 / 1067 us
+/// at 1280 x 5120 and 240 / 775 / 832 / 1545 us at 5120 x 2304 (a routed expert's w2), so a
+/// GEMV per row wins up to T = 4 (and the rows after the first find the weights in cache). fp8
+/// and bf16 gain from the multi-row tile from T = 2. The same bits either way.
+constexpr long kFp4GemvPerRowMax = 4;
+
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                    OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned) {
   if (T <= 0 || w.rows <= 0) return;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+  if (T > 1 && T <= kFp4GemvPerRowMax && isa == VectorIsa::kTuned && fp4int::usable(w)) {
+    for (long r = 0; r < T; ++r) linear(x + r * x_stride, 1, x_stride, w, y + r * y_stride, y_stride, round, pool, isa);
+    return;
+  }
+#endif
   if (isa == VectorIsa::kTuned) isa = T == 1 ? decode_isa(w.format) : VectorIsa::kWidest;
   PreparedInput prepared;
   // fp8/fp4: the reference's act_quant of every input row, once (the kernels read q and scales)
