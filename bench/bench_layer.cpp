@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include "bench_common.hpp"
+#include "bench_peak.hpp"
 #include "bench_v41.hpp"
 #include "ds41/ds41.hpp"
 
@@ -28,6 +29,9 @@ BENCHMARK(BM_V41DecodeBatch)
     ->ArgNames({"layers", "batch"})
     ->Args({2, 1})->Args({2, 2})->Args({2, 4})->Args({2, 8})->Args({2, 16})
     ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(8);
+/// The peak the batched step's GFLOP/s is compared with (bench_peak.hpp; of_peak there).
+void BM_PeakMulAdd(benchmark::State& st) { bench::peak_mul_add_benchmark(st); }
+BENCHMARK(BM_PeakMulAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
 /// Verifying a 6-token draft and rolling it back (bench_v41.hpp). Args: layers, draft tokens.
 void BM_V41Verify(benchmark::State& st) { bench::v41_verify_steps<HostBackend>(st); }
 BENCHMARK(BM_V41Verify)->ArgNames({"layers", "draft"})->Args({2, 6})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(4);

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 #include "bench_common.hpp"
+#include "bench_peak.hpp"
 #include "ds41/model/model.hpp"
 
 namespace ds41::bench {
@@ -105,7 +106,8 @@ struct V41Served {
 /// speed drifts by tens of percent within minutes). Every sequence is the same 256-token prompt's
 /// state (restored from its snapshot) and takes its own token each step, so rows route to
 /// different experts. Args: layers, batch. Counters: tokens/s (the batch's rows), batch1_tokens/s,
-/// vs_batch1 (their ratio), GFLOP/s (2 per weight of the batch-1 step's bytes, per row); bytes/s
+/// vs_batch1 (their ratio), GFLOP/s (~2 per weight byte of the batch-1 step, per row: fp8 weights;
+/// a rough count) and on the host its of_peak (bench_peak.hpp, measured in this process); bytes/s
 /// counts the weights a batch-1 step reads (not the extra experts a wider batch routes to).
 template <class B>
 void v41_batch_steps(benchmark::State& st) {
@@ -150,6 +152,8 @@ void v41_batch_steps(benchmark::State& st) {
   st.counters["batch1_tokens/s"] = it / alone_s;
   st.counters["vs_batch1"] = (it * static_cast<double>(batch) / batch_s) / (it / alone_s);
   st.counters["GFLOP/s"] = 2.0 * bytes * static_cast<double>(batch) * it / batch_s * 1e-9;
+  if constexpr (std::is_same_v<B, HostBackend>)  // against the peak measured in this process
+    st.counters["of_peak"] = 2.0 * bytes * static_cast<double>(batch) * it / batch_s / peak_mul_add_flops();
   st.SetLabel(std::to_string(layers) + " layer(s), batch " + std::to_string(batch) + " x 1 token, prompt 256");
 }
 
