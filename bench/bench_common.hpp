@@ -74,7 +74,7 @@ inline void stream_read(benchmark::State& st) {
 /// The bandwidth reference as the hardware prefetcher alone gets it.
 inline void BM_StreamRead(benchmark::State& st) { stream_read<0>(st); }
 /// The same read with a software prefetch 3 KiB ahead (as the AVX-512 fp8 decoder does,
-/// host_gemv_scaled512.hpp): on some machines (Zen 5 VMs here) the hardware prefetcher alone
+/// host/gemv_scaled512.hpp): on some machines (Zen 5 VMs here) the hardware prefetcher alone
 /// leaves a core's stream well below what memory serves, so a kernel's fraction is read against
 /// the faster of the two (scripts/stream_fractions.py).
 inline void BM_StreamReadPrefetch(benchmark::State& st) { stream_read<3072>(st); }

@@ -98,7 +98,7 @@ struct DeviceGemvCase {
 /// between two events would also time the launch itself.
 constexpr int kLaunchesPerTiming = 10;
 
-/// CudaBackend::linear (cuda_linear.hpp: the decode kernel for fp8/fp4 with up to 3 input rows,
+/// CudaBackend::linear (cuda/linear.hpp: the decode kernel for fp8/fp4 with up to 3 input rows,
 /// else the tiled kernel) for T input rows (args: rows, cols, T). The time is per call, averaged
 /// over kLaunchesPerTiming back-to-back calls; bytes/s counts the weights once per call.
 template <WeightFormat F>

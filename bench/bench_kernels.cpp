@@ -85,7 +85,7 @@ void BM_PeakMulAdd(benchmark::State& st) { peak_mul_add_benchmark(st); }
 BENCHMARK(BM_PeakMulAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
 // Batched decode: y = W x for T input rows (T different sequences, one token each) through one
 // Linear at the V4.1 decode shapes, T = 1, 2, 4, 8, 16, weights cold (ColdMatrices), the default
-// kernels (host_gemv::linear, VectorIsa::kTuned: for T > 1 host_gemm_panels512.hpp where the build
+// kernels (host_gemv::linear, VectorIsa::kTuned: for T > 1 host/gemm_panels512.hpp where the build
 // has AVX-512). BM_BatchLinearAvx2<F> is the same on the AVX2 kernels (panels::linear_tile, the
 // T > 1 path before the AVX-512 one), T >= 2, so that both can be compared in one run
 // (--benchmark_enable_random_interleaving). FLOP/s and its fraction of BM_PeakMulAdd (of_peak:
@@ -128,8 +128,8 @@ DS41_BATCH_SHAPES(WeightFormat::kFp8Block32);
 DS41_BATCH_SHAPES(WeightFormat::kFp4Block32);
 
 // The fp8 and fp4 decode GEMVs (the scaled-domain decoder, the integer block sums) at each vector
-// level side by side in one run (host_gemv::VectorIsa: AVX2 alone; AVX-512, host_gemv_scaled512.hpp
-// and host_gemv_fp4int512.hpp; the widest, with fp8 by BF16 dot products, host_gemv_fp8dot512.hpp;
+// level side by side in one run (host_gemv::VectorIsa: AVX2 alone; AVX-512, host/gemv_scaled512.hpp
+// and host/gemv_fp4int512.hpp; the widest, with fp8 by BF16 dot products, host/gemv_fp8dot512.hpp;
 // a level the build lacks runs the next one down), weights cold (ColdMatrices). Args: rows, cols
 // (T = 1).
 template <WeightFormat F, host_gemv::VectorIsa kIsa>
@@ -367,7 +367,7 @@ void BM_SparseAttentionSink(benchmark::State& st) {
 BENCHMARK(BM_SparseAttentionSink)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The same query as CompressedAttnT's host path runs it: groups of attn_heads_per_item heads,
-// each gathered block read once per group (host_attention.hpp). Same bits as the per-head one.
+// each gathered block read once per group (host/attention.hpp). Same bits as the per-head one.
 void BM_SparseAttentionSinkHeads(benchmark::State& st) {
   const int nkeys = 128 + kIndexTopK;
   std::vector<float> q = random_activations(kHeads * kHeadDim, 17), kv = random_activations(nkeys * kHeadDim, 18),

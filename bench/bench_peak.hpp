@@ -9,7 +9,7 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
-#include "ds41/backend/host_threads.hpp"
+#include "ds41/backend/host/threads.hpp"
 
 namespace ds41::bench {
 

@@ -233,7 +233,9 @@ TEST_CASE("gguf: the tiny golden from 2 shards, streamed experts (3 of 8) and ro
   CHECK(c.passed == 1006);
   CHECK(c.exact == 1006);
   const ExpertCounters k = cache.counters();
-  CHECK(k.misses > 0);
+  // experts were read when asked for: a miss, or (MoeT queues a layer's experts once it is
+  // routed) a prefetch hit
+  CHECK(k.misses + k.prefetch_hits > 0);
   CHECK(k.prefetch_hits > 0);
   CHECK(k.bytes_read > 0);
 }

@@ -198,7 +198,7 @@ TEST_CASE("cuda: destroying every sequence gives the device memory back") {
 }
 
 // ---------------------------------------------------------------------------- tiled Linear
-// The coalesced tiled Linear kernel (cuda_linear.hpp) against the one-thread-per-output reference
+// The coalesced tiled Linear kernel (cuda/linear.hpp) against the one-thread-per-output reference
 // kernel (MatrixView::dot per thread), bit for bit, and both against MatrixView::dot on the host.
 namespace {
 

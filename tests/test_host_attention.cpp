@@ -1,5 +1,5 @@
 // Host sparse attention (attention_math.hpp's per-head function with its side-by-side sums, and
-// host_attention.hpp's multi-head one): every output bit-identical to the reference's order,
+// host/attention.hpp's multi-head one): every output bit-identical to the reference's order,
 // written one sum at a time.
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <random>
 #include <vector>
-#include "ds41/backend/host_attention.hpp"
-#include "ds41/backend/host_buffer.hpp"
+#include "ds41/backend/host/attention.hpp"
+#include "ds41/backend/host/buffer.hpp"
 #include "ds41/core/attention_math.hpp"
 #include "ds41/core/simd_avx2.hpp"
 #include "same_bits.hpp"

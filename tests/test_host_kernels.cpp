@@ -1,4 +1,4 @@
-// The host backend's fast Linear (host_gemv.hpp: vectorised across rows, split over threads) and
+// The host backend's fast Linear (host/gemv.hpp: vectorised across rows, split over threads) and
 // its thread pool: every output bit-identical to the scalar reference MatrixView::dot, for every
 // weight format over awkward shapes, row-major and in the host backend's 8-row panel layout (row
 // slices on and off panel boundaries), and the tiny golden's counts unchanged.
@@ -188,7 +188,7 @@ TEST_CASE("host linear on panel-packed weights: bit-identical to MatrixView::dot
           CAPTURE(rows);
           CAPTURE(cols);
           CAPTURE(T);
-          // each vector level: f32/bf16 decode takes 16-row tiles with AVX-512 (host_gemv_panels512.hpp)
+          // each vector level: f32/bf16 decode takes 16-row tiles with AVX-512 (host/gemv_panels512.hpp)
           for (auto isa : {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx2}) {
             CAPTURE(static_cast<int>(isa));
             for (OutRound round : {OutRound::kF32, OutRound::kBF16})
@@ -243,7 +243,7 @@ std::vector<float> run_linear(const float* x, int T, long x_stride, const Matrix
 }
 
 TEST_CASE("batched decode on panels (T = 2..17): every format and vector level bit-identical, each row as alone") {
-  // the multi-row kernels (host_gemm_panels512.hpp with AVX-512: 16 rows a vector, up to 8 input
+  // the multi-row kernels (host/gemm_panels512.hpp with AVX-512: 16 rows a vector, up to 8 input
   // rows a pass, remainders 1..7; panels::linear_tile with AVX2): every output against the scalar
   // reference, and row-local: a row's outputs the same whatever the batch around it (reversed
   // order, alone as T = 1)
@@ -343,7 +343,7 @@ long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vec
 
 TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
   // every check runs at each vector level this build has (AVX-512 BF16 dot products,
-  // host_gemv_fp8dot512.hpp; AVX-512 multiply-adds, host_gemv_scaled512.hpp; AVX2 alone): the
+  // host/gemv_fp8dot512.hpp; AVX-512 multiply-adds, host/gemv_scaled512.hpp; AVX2 alone): the
   // decoders must give the same bits
   const host_gemv::VectorIsa isas[] = {host_gemv::VectorIsa::kWidest, host_gemv::VectorIsa::kAvx512,
                                        host_gemv::VectorIsa::kAvx2};
@@ -353,7 +353,7 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
   auto trained_like = [&](WeightFormat f, int rows, int cols) {
     return f == WeightFormat::kFp8Block32 ? fp8_trained_like(rows, cols, rng) : random_matrix(f, rows, cols, rng);
   };
-  // fp4 runs the same checks on its table decoder (host_gemv_scaled.hpp says why it has no scaled one)
+  // fp4 runs the same checks on its table decoder (host/gemv_scaled.hpp says why it has no scaled one)
   const WeightFormat formats[] = {WeightFormat::kFp8Block32, WeightFormat::kFp4Block32};
   SUBCASE("chosen at pack time only for fp8 with rarely-subnormal codes") {
     CHECK(PanelMatrix(fp8_trained_like(64, 96, rng)).view.host_scaled_decode);
@@ -656,7 +656,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   HostThreadPool pool(2);
   // every check with the widest vectors this build has (AVX-512 + VNNI where compiled in,
-  // host_gemv_fp4int512.hpp) and with AVX2 alone
+  // host/gemv_fp4int512.hpp) and with AVX2 alone
   const auto bad_both = [&](const HostTensor& t, const MatrixView& p, const std::vector<float>& x) {
     return compare_panel_gemv(t, p, x, pool, host_gemv::VectorIsa::kWidest) +
            compare_panel_gemv(t, p, x, pool, host_gemv::VectorIsa::kAvx512) +

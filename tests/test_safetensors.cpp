@@ -220,7 +220,9 @@ TEST_CASE("safetensors: streamed experts (3 of 8) and row-read engram give the r
   CHECK(same_bits(want, got));
   const ExpertCounters k = cache.counters();
   MESSAGE("streamed: hits ", k.hits, ", misses ", k.misses, ", prefetch hits ", k.prefetch_hits, ", bytes ", k.bytes_read);
-  CHECK(k.misses > 0);
+  // experts were read when asked for: a miss, or (MoeT queues a layer's experts once it is
+  // routed) a prefetch hit
+  CHECK(k.misses + k.prefetch_hits > 0);
   CHECK(k.bytes_read > 0);
   // fp4 expert + scale of 32 x 64 (1024 + 64 bytes) twice, 64 x 32 (1024 + 64) once
   CHECK(cache.slices().at(0, 0).parts.size() == 6);

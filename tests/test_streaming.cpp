@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
-#include "ds41/backend/host_panels.hpp"
+#include "ds41/backend/host/panels.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
 #include "ds41/io/golden.hpp"

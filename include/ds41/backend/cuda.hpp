@@ -4,7 +4,7 @@
 // fused and device results round like the host's).
 //
 // Vocabulary (shared with HostBackend): Buffer<T>, alloc<T>(n), upload/download/copy/fill, sync,
-// for_each(n, f), linear(...) (its kernels in cuda_linear.hpp), topk_rows(...). Every CUDA call
+// for_each(n, f), linear(...) (its kernels in cuda/linear.hpp), topk_rows(...). Every CUDA call
 // and launch is checked; failures raise ds41::Error naming the call.
 #pragma once
 #if !defined(__CUDACC__)
@@ -23,7 +23,7 @@
 #include "../core/linear_math.hpp"
 #include "../core/quant.hpp"
 #include "../core/topk.hpp"
-#include "cuda_linear.hpp"
+#include "cuda/linear.hpp"
 
 namespace ds41 {
 
@@ -265,7 +265,7 @@ struct CudaBackend {
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
                      OutRound round) {
     if (rows <= 0 || w.rows <= 0) return;
-    // the coalesced tiled kernel (cuda_linear.hpp), bit-identical to MatrixView::dot; input rows
+    // the coalesced tiled kernel (cuda/linear.hpp), bit-identical to MatrixView::dot; input rows
     // beyond one grid dimension (65535) are launched in slices
     cuda_detail::launch_linear(x, rows, x_stride, w, y, y_stride, round, stream());
     check_launch("linear");

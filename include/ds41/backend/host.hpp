@@ -3,9 +3,9 @@
 // The backend vocabulary every component uses (the CUDA backend offers the same names):
 //   Buffer<T>, alloc<T>(n), upload/download/copy, for_each(n, f), linear(...), sync().
 // Components never touch threads or CUDA directly. Linear runs the vectorised, multi-threaded
-// kernels of host_gemv.hpp (bit-identical to MatrixView::dot) on weights Matrix<HostBackend> stored
+// kernels of host/gemv.hpp (bit-identical to MatrixView::dot) on weights Matrix<HostBackend> stored
 // as 8-row panels (upload_linear_weights); for_each splits its items over the
-// same thread pool (host_threads.hpp) when there are enough of them.
+// same thread pool (host/threads.hpp) when there are enough of them.
 #pragma once
 #include <algorithm>
 #include <cstring>
@@ -14,12 +14,12 @@
 #include "../core/compress_math.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/topk.hpp"
-#include "host_attention.hpp"
-#include "host_buffer.hpp"
-#include "host_gemv.hpp"
-#include "host_panels.hpp"
-#include "host_rows.hpp"
-#include "host_threads.hpp"
+#include "host/attention.hpp"
+#include "host/buffer.hpp"
+#include "host/gemv.hpp"
+#include "host/panels.hpp"
+#include "host/rows.hpp"
+#include "host/threads.hpp"
 
 namespace ds41 {
 
@@ -111,7 +111,7 @@ struct HostBackend {
   /// Sparse attention with a per-head sink (attention_math.hpp): query row t's H heads [T, H, D]
   /// attend over the kv rows [., D] listed in idx[t, 0..ncols) (-1: none) → out [T, H, D]. Here: a
   /// group of a row's heads per item, each gathered block read once for the group
-  /// (host_attention.hpp; the same bits as one call per head).
+  /// (host/attention.hpp; the same bits as one call per head).
   static void sparse_attention(const float* q, const float* kv, int D, const int32_t* idx, int ncols, long T, int H,
                                const float* sink, float scale, float* out) {
     const int group = attn_heads_per_item(H, threads());
@@ -137,7 +137,7 @@ struct HostBackend {
   }
 
   /// The highway's post-expansion: out[t, j, d] = bf16(post[t, j]·x[t, d] + Σ_i comb[t, i, j]·
-  /// res[t, i, d]), the sum over i in order (host_rows.hpp: items of row stretches).
+  /// res[t, i, d]), the sum over i in order (host/rows.hpp: items of row stretches).
   static void expand_post(const float* x, const float* res, const float* post, const float* comb, long T, int hc,
                           int dim, float* out) {
     for_each(host_rows::expand_post_items(T, hc, dim),
@@ -163,7 +163,7 @@ struct HostBackend {
   }
 
   /// Uploads a Linear's weights in the layout this backend's GEMV streams fastest: 8-row panels
-  /// (host_panels.hpp) where the vector kernels are compiled in. Returns false, touching nothing,
+  /// (host/panels.hpp) where the vector kernels are compiled in. Returns false, touching nothing,
   /// when `src` stays row-major (no AVX2, fp8 with NaN codes, fp4 with a scale e8m0 cannot hold);
   /// the caller then uploads it as is.
   /// Buffers of the right size are reused (expert slots).

@@ -13,7 +13,7 @@ namespace ds41 {
 constexpr int kAttnBlock = 64;
 
 /// One block's softmax step, shared by every path (this file's per-head one and the host's
-/// multi-head one, backend/host_attention.hpp). On entry s[t] (t < bn) holds score·scale where
+/// multi-head one, backend/host/attention.hpp). On entry s[t] (t < bn) holds score·scale where
 /// idx[t] >= 0 (masked entries hold any initialised float: only the result is masked); on return
 /// s[t] = bf16(exp(s[t] - new max)), masked 0, m is the new running max and den = den·alpha + Σ p
 /// (torch's sum order over the block, before the bf16 rounding); returns alpha = exp(old max -

@@ -107,7 +107,7 @@ DS41_HD float dot_bf16_running(const float* x, W w, int K) {
 
 /// How a matrix's payload is laid out. Row-major is the file order and what every backend reads;
 /// the host backend repacks its Linear weights into 8-row panels so its GEMV reads 8 rows' weights
-/// for one K position as one vector (host_panels.hpp), with the same values and the same sums.
+/// for one K position as one vector (host/panels.hpp), with the same values and the same sums.
 enum class WeightLayout : int {
   kRowMajor = 0,  // row n's K values contiguous (fp4: two per byte, low nibble first)
   kPanels8 = 1,   // 8-row panels: per panel, K in groups of 32 bytes holding 8 rows x 4 bytes
@@ -123,11 +123,11 @@ DS41_HD int panel_group_k(WeightFormat f) {
 /// row i's 4 row-major bytes at 4i. fp8 keeps row i's 4 codes together too, columns 0, 1, 2, 3 at
 /// bytes 3, 1, 2, 0 of them: read as a 32-bit lane of two 16-bit halves, columns 0 and 1 are the
 /// halves' high bytes and 2 and 3 their low bytes, where the scaled decode GEMV
-/// (host_gemv_scaled.hpp) shifts them from without a shuffle; the table decoder shuffles first.
+/// (host/gemv_scaled.hpp) shifts them from without a shuffle; the table decoder shuffles first.
 DS41_HD constexpr int panel_code_byte(int i, int j) { return 4 * (i % 4) + ((0x0213 >> (4 * (j % 4))) & 0xF) + 16 * (i / 4); }
 /// Panel layout, fp4: the byte of a group holding row i's code for column j, the low nibble for
 /// j < 4 and the high one for j >= 4. Row i's 4 bytes are consecutive: the integer decode GEMV
-/// (host_gemv_fp4int.hpp) multiplies them as they lie, and the float decoder transposes first.
+/// (host/gemv_fp4int.hpp) multiplies them as they lie, and the float decoder transposes first.
 DS41_HD constexpr int fp4_panel_code_byte(int i, int j) { return 4 * (i % 4) + (j % 4) + 16 * (i / 4); }
 /// Bytes of one panel: ceil(cols / group) groups of 8 rows x 4 bytes (the K tail padded with zeros).
 DS41_HD long panel_bytes(WeightFormat f, int cols) {
@@ -156,13 +156,13 @@ struct MatrixView {
   int row0 = 0;  // panel layout: the stored row that is this view's row 0 (row_slice cannot move
                  // `data` into the middle of a panel); always 0 for row-major
   bool host_scaled_decode = false;  // host panels, fp8: set by host_panels::pack when the codes and
-                                    // scales suit the host's scaled-domain decoder (host_gemv_scaled.hpp)
+                                    // scales suit the host's scaled-domain decoder (host/gemv_scaled.hpp)
   const uint8_t* host_subnormal_blocks = nullptr;  // host panels, fp8: one byte per (stored panel,
                                                   // 32-column block), nonzero where it holds a
-                                                  // subnormal code (host_gemv_fp8dot512.hpp)
+                                                  // subnormal code (host/gemv_fp8dot512.hpp)
   const uint8_t* host_fp4_scales_e8m0 = nullptr;  // host panels, fp4: the block scales as e8m0
                                                  // bytes, [stored panel][32-column block][8 rows]
-                                                 // (`scales` is null; host_panels.hpp says why)
+                                                 // (`scales` is null; host/panels.hpp says why)
 
   /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
   /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds

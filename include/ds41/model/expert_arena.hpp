@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-#include "../backend/host_buffer.hpp"
+#include "../backend/host/buffer.hpp"
 #include "moe.hpp"
 
 namespace ds41 {

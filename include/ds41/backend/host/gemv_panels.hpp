@@ -1,4 +1,4 @@
-// ds41/backend/host_gemv_panels.hpp — the host Linear on panel-packed weights (host_panels.hpp),
+// ds41/backend/host/gemv_panels.hpp — the host Linear on panel-packed weights (host/panels.hpp),
 // bit-identical to MatrixView::dot.
 //
 // One 32-byte load of a panel group holds the weights of 8 rows for g consecutive K positions;
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
-#include "../core/linear_math.hpp"
+#include "../../core/linear_math.hpp"
 
 namespace ds41::host_gemv {
 
@@ -337,7 +337,7 @@ inline void walk_panel_rows(const MatrixView& w, int n_begin, int n_end, Tile&& 
 /// 46) and 50-51 instead of 46-47 (stream 79), alternating call by call, and the AVX2 fp4 tile
 /// at K = 5120 (80 KiB) 1280 x 5120 at 36.5-38.4 instead of 33.7-34.6 (stream 47); the fp8 dot
 /// product tile at 5120 x 2304 lost 1-3%. 256 and 512 KiB gained nothing more at the other fp8
-/// shapes; the bf16 tiles (host_gemv_panels512.hpp) do not prefetch the next tile: it made them
+/// shapes; the bf16 tiles (host/gemv_panels512.hpp) do not prefetch the next tile: it made them
 /// 5-10% faster while the stream read at ~79 GB/s, 1-4% slower at ~46.
 inline int panels_to_prefetch(int n, int NP, int prefetch_end, long pb) {
   if (NP * pb > (128L << 10)) return 0;
@@ -345,8 +345,8 @@ inline int panels_to_prefetch(int n, int NP, int prefetch_end, long pb) {
 }
 
 /// How far ahead of the groups being summed a decode tile prefetches each of its panels (into
-/// L1), in bytes: the fp8 tiles (host_gemv_scaled.hpp, host_gemv_scaled512.hpp) and the fp4
-/// integer tiles (host_gemv_fp4int.hpp, host_gemv_fp4int512.hpp). Why: the hardware prefetcher alone, following a tile's 4 panel
+/// L1), in bytes: the fp8 tiles (host/gemv_scaled.hpp, host/gemv_scaled512.hpp) and the fp4
+/// integer tiles (host/gemv_fp4int.hpp, host/gemv_fp4int512.hpp). Why: the hardware prefetcher alone, following a tile's 4 panel
 /// streams while the arithmetic runs between the loads, left one Zen 5 core well below a plain
 /// stream read. Measured on one 42 MB fp8 copy, which stays partly in the 32 MiB L3 (one run, 8
 /// interleaved repetitions, 2 threads / 1 thread), 32768 x 1280: none 1.26 / 2.44 ms, 1 KiB 770

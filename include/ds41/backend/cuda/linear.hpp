@@ -1,9 +1,9 @@
-// ds41/backend/cuda_linear.hpp — the CUDA backend's Linear: y[r, n] = round(x[r, :] · W[n, :]).
+// ds41/backend/cuda/linear.hpp — the CUDA backend's Linear: y[r, n] = round(x[r, :] · W[n, :]).
 // Included by cuda.hpp (nvcc only).
 //
 // Three kernels give the same bits as MatrixView::dot (and so as the host):
 //
-//  * linear_gemv_scaled_kernel (cuda_gemv.hpp): fp8/fp4 with one to three input rows (decode)
+//  * linear_gemv_scaled_kernel (cuda/gemv.hpp): fp8/fp4 with one to three input rows (decode)
 //    and at least kGemvMinCols columns, a lane per 32-column block rather than per row; see
 //    that file.
 //
@@ -36,8 +36,8 @@
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <cstdint>
-#include "../core/linear_math.hpp"
-#include "cuda_gemv.hpp"
+#include "../../core/linear_math.hpp"
+#include "gemv.hpp"
 
 namespace ds41 {
 namespace cuda_detail {

@@ -1,4 +1,4 @@
-// ds41/backend/host_rows.hpp — the host's per-item kernels behind two backend operations
+// ds41/backend/host/rows.hpp — the host's per-item kernels behind two backend operations
 // (host.hpp): the hc post-expansion of the residual highway, and the fp8 row gather of the engram
 // tables. Each is the shared formula's bits (the device's one-thread-per-element form in
 // cuda.hpp), laid out so that the host's loops vectorise and the pool's items are worth waking it.
@@ -7,9 +7,9 @@
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
-#include "../core/numeric.hpp"
-#include "../core/quant.hpp"
-#include "../core/simd_avx2.hpp"
+#include "../../core/numeric.hpp"
+#include "../../core/quant.hpp"
+#include "../../core/simd_avx2.hpp"
 
 namespace ds41 {
 

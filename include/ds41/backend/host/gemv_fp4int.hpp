@@ -1,4 +1,4 @@
-// ds41/backend/host_gemv_fp4int.hpp — the host decode GEMV (one input row) of fp4 panels summed
+// ds41/backend/host/gemv_fp4int.hpp — the host decode GEMV (one input row) of fp4 panels summed
 // in integers where that is provably the reference's float sum, bit-identical to MatrixView::dot.
 //
 // Why: the input of an fp4 Linear is act_quant's e4m3 q (core/quant.hpp), so every product q·w is
@@ -11,20 +11,20 @@
 // non-panel rows take the float path. For the others `vpmaddubsw` multiplies 32 weights at a time:
 // xi >> t (< 2^16) as two unsigned byte planes against the weights as signed bytes w2 (the sign
 // of q folded into the code's sign bit), pairs widened by `vpmaddwd`. About 16 operations per 64
-// weights against ~35 for the float table decoder (host_gemv_panels.hpp Fp4Columns).
+// weights against ~35 for the float table decoder (host/gemv_panels.hpp Fp4Columns).
 //
-// Panel order (host_panels.hpp): a 32-byte group holds 8 rows x 8 columns, byte 4(i%4) + j +
+// Panel order (host/panels.hpp): a 32-byte group holds 8 rows x 8 columns, byte 4(i%4) + j +
 // 16(i/4) = row i's codes for columns j (low nibble) and j + 4 (high), fp4_panel_code_byte. Row
 // i's four bytes are consecutive, the pairs `vpmaddubsw` adds, so a group needs no shuffle before
 // its nibbles are looked up (a transpose here cost 4-8% in cache).
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include "../core/linear_math.hpp"
-#include "host_buffer.hpp"
+#include "../../core/linear_math.hpp"
+#include "buffer.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
-#include "host_gemv_panels.hpp"
+#include "gemv_panels.hpp"
 
 namespace ds41::host_gemv::fp4int {
 
@@ -165,7 +165,7 @@ inline void float_block_sums(const float* q, const uint8_t* panel0, long pb, int
 /// Decode GEMV of panels [p0, p0 + NP): q and its block scales x_scale (act_quant), planes from
 /// prepare(q). Blocks with a unit are summed by block_sums (one int32 vector of 8 rows per
 /// panel); blocks without one take the float path. The `ahead` panels after the tile are
-/// prefetched. (host_gemv_fp4int512.hpp has the 16-rows-a-vector tile.)
+/// prefetched. (host/gemv_fp4int512.hpp has the 16-rows-a-vector tile.)
 template <int NP>
 void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const MatrixView& w, long p0, int ahead,
                float* y, OutRound round) {

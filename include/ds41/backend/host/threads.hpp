@@ -1,4 +1,4 @@
-// ds41/backend/host_threads.hpp — a small persistent thread pool for the host backend.
+// ds41/backend/host/threads.hpp — a small persistent thread pool for the host backend.
 //
 // Decode streams every active weight once per token, so the host backend is memory-bound and
 // needs all cores reading at once to reach the machine's bandwidth. Threads are started once (a

@@ -1,4 +1,4 @@
-// ds41/backend/host_gemv_panels512.hpp — the decode GEMV (one input row) of f32 and bf16 panels
+// ds41/backend/host/gemv_panels512.hpp — the decode GEMV (one input row) of f32 and bf16 panels
 // with 512-bit vectors: two panels (16 rows) per vector, bit-identical to MatrixView::dot.
 //
 // Why: panels::gemv_tile reads a 32768 x 1280 bf16 matrix (wq_b) from DRAM at ~75-80% of the
@@ -6,7 +6,7 @@
 // ~100%. The likely reason (not measured directly): a core keeps only as many loads in flight as
 // its reorder window holds instructions after a miss, and the AVX2 tile spends ~8 of them per
 // 32-byte group. Here one 256-bit load and
-// one insert-with-load fetch a group of two panels (pb bytes apart, as host_gemv_scaled512.hpp
+// one insert-with-load fetch a group of two panels (pb bytes apart, as host/gemv_scaled512.hpp
 // does for fp8) and the same shift or mask, multiply and add serve 16 rows, about half the
 // instructions per weight; each panel is also prefetched kPrefetchAhead bytes ahead.
 // Measured (one Zen 5 VM, 2 threads, 5 interleaved rounds against a 41-43 GB/s stream read,
@@ -14,12 +14,12 @@
 //
 // Each lane is its row's own chain in K order, x[k]·w rounded, then added (never fused), the
 // operations of the AVX2 tile lane for lane: lanes 0-7 are panel p's rows, 8-15 panel p + 1's.
-// Compiled with AVX-512 F/BW/DQ/VL (DS41_HOST_AVX512, host_gemv_scaled512.hpp); a single
+// Compiled with AVX-512 F/BW/DQ/VL (DS41_HOST_AVX512, host/gemv_scaled512.hpp); a single
 // panel left at a walk's end takes the AVX2 tile.
 #pragma once
 #include <cstdint>
-#include "host_gemv_panels.hpp"
-#include "host_gemv_scaled512.hpp"
+#include "gemv_panels.hpp"
+#include "gemv_scaled512.hpp"
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 

@@ -1,4 +1,4 @@
-// ds41/backend/host_panels.hpp — the host backend's panel layout of Linear weights (packing).
+// ds41/backend/host/panels.hpp — the host backend's panel layout of Linear weights (packing).
 //
 // Why: the reference sums each output row in K order, so the host GEMV vectorises across 8 output
 // rows. From row-major weights that needs an 8x8 transpose per 8x8 tile, which cost more than the
@@ -28,8 +28,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include "../core/linear_math.hpp"
-#include "host_gemv_scaled.hpp"
+#include "../../core/linear_math.hpp"
+#include "gemv_scaled.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif

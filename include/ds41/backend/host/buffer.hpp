@@ -1,4 +1,4 @@
-// ds41/backend/host_buffer.hpp — an owning, zero-initialised host array: 64-byte aligned, and
+// ds41/backend/host/buffer.hpp — an owning, zero-initialised host array: 64-byte aligned, and
 // 2 MiB aligned with transparent huge pages requested when it is 2 MiB or larger.
 #pragma once
 #include <cstddef>

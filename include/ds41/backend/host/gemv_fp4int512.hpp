@@ -1,9 +1,9 @@
-// ds41/backend/host_gemv_fp4int512.hpp — the fp4 decode GEMV's integer block sums
-// (host_gemv_fp4int.hpp) on 512-bit vectors with VNNI, bit-identical to MatrixView::dot.
+// ds41/backend/host/gemv_fp4int512.hpp — the fp4 decode GEMV's integer block sums
+// (host/gemv_fp4int.hpp) on 512-bit vectors with VNNI, bit-identical to MatrixView::dot.
 //
 // Why: with cold weights the AVX2 integer path is bound by its arithmetic on a Zen 5 core
 // (5120 x 8192: 763 us where the same bytes walked without arithmetic take 337 us, README
-// "Performance"). Here a vector holds two panels' groups (16 rows, as host_gemv_scaled512.hpp),
+// "Performance"). Here a vector holds two panels' groups (16 rows, as host/gemv_scaled512.hpp),
 // and `vpdpbusd` multiplies the plane bytes by the weights and adds each lane's four products
 // into its int32 sum in one instruction, where AVX2 takes `vpmaddubsw` and two `vpaddw`.
 //
@@ -17,8 +17,8 @@
 // Compiled when the translation unit has AVX-512 F, BW, DQ, VL and VNNI (Ice Lake and later
 // Intel cores, Zen 4 and later).
 #pragma once
-#include "host_gemv_fp4int.hpp"
-#include "host_gemv_scaled512.hpp"
+#include "gemv_fp4int.hpp"
+#include "gemv_scaled512.hpp"
 #if defined(DS41_HOST_AVX512) && defined(__AVX512VNNI__)
 #define DS41_HOST_AVX512_VNNI 1
 #include <immintrin.h>

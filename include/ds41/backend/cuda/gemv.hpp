@@ -1,5 +1,5 @@
-// ds41/backend/cuda_gemv.hpp — the CUDA backend's decode Linear for fp8/fp4 weights (one to three
-// input rows), and the warp atoms it shares with the tiled kernel (cuda_linear.hpp). nvcc only.
+// ds41/backend/cuda/gemv.hpp — the CUDA backend's decode Linear for fp8/fp4 weights (one to three
+// input rows), and the warp atoms it shares with the tiled kernel (cuda/linear.hpp). nvcc only.
 //
 // Why a second kernel: the tiled kernel gives each lane an output row, so a 32-row tile is one
 // warp's work and a 5120-row matrix is 160 blocks of 4 warps, about 5 warps per multiprocessor
@@ -25,7 +25,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <cstdint>
-#include "../core/linear_math.hpp"
+#include "../../core/linear_math.hpp"
 
 namespace ds41 {
 namespace cuda_detail {

@@ -1,5 +1,5 @@
-// ds41/backend/host_gemv_fp8dot512.hpp — the scaled-domain fp8 decode GEMV's block sums
-// (host_gemv_scaled512.hpp) by AVX-512 BF16 dot products, bit-identical to MatrixView::dot.
+// ds41/backend/host/gemv_fp8dot512.hpp — the scaled-domain fp8 decode GEMV's block sums
+// (host/gemv_scaled512.hpp) by AVX-512 BF16 dot products, bit-identical to MatrixView::dot.
 //
 // Why: fewer operations per weight. `vdpbf16ps` does two of a row's K-order multiply-adds in one
 // instruction, and the scaled domain's w' is already a bf16 once the code's sign is in place: per
@@ -29,8 +29,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include "host_buffer.hpp"
-#include "host_gemv_scaled512.hpp"
+#include "buffer.hpp"
+#include "gemv_scaled512.hpp"
 #if defined(DS41_HOST_AVX512) && defined(__AVX512BF16__)
 #define DS41_HOST_AVX512_BF16 1
 #include <immintrin.h>

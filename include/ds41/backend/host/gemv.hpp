@@ -1,4 +1,4 @@
-// ds41/backend/host_gemv.hpp — the host backend's weight-streaming Linear, vectorised across
+// ds41/backend/host/gemv.hpp — the host backend's weight-streaming Linear, vectorised across
 // output rows and split across threads, with results bit-identical to MatrixView::dot.
 //
 // Why across rows: the reference adds each output's products into ONE float32 accumulator in K
@@ -17,7 +17,7 @@
 // NaN code go through the scalar decoder so NaNs stay NaN.
 //
 // These kernels serve row-major views (HostTensor::view(), fp8 matrices holding NaN codes); the
-// host backend stores its Linear weights as panels, served by host_gemv_panels.hpp.
+// host backend stores its Linear weights as panels, served by host/gemv_panels.hpp.
 //
 // Compiled for AVX2 when the translation unit has __AVX2__ (e.g. -march=native, see DS41_NATIVE;
 // never in nvcc's device pass), else the scalar reference loops. Threads split output-row tiles, never a row's sum.
@@ -27,18 +27,18 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
-#include "../core/linear_math.hpp"
-#include "../core/simd_avx2.hpp"
-#include "host_buffer.hpp"
-#include "host_gemv_fp4int.hpp"
-#include "host_gemv_fp4int512.hpp"
-#include "host_gemm_panels512.hpp"
-#include "host_gemv_fp8dot512.hpp"
-#include "host_gemv_panels.hpp"
-#include "host_gemv_panels512.hpp"
-#include "host_gemv_scaled.hpp"
-#include "host_gemv_scaled512.hpp"
-#include "host_threads.hpp"
+#include "../../core/linear_math.hpp"
+#include "../../core/simd_avx2.hpp"
+#include "buffer.hpp"
+#include "gemv_fp4int.hpp"
+#include "gemv_fp4int512.hpp"
+#include "gemm_panels512.hpp"
+#include "gemv_fp8dot512.hpp"
+#include "gemv_panels.hpp"
+#include "gemv_panels512.hpp"
+#include "gemv_scaled.hpp"
+#include "gemv_scaled512.hpp"
+#include "threads.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
@@ -392,9 +392,9 @@ struct PreparedInput {
 
 /// The vector instructions the host Linear's kernels may use, so that tests and benchmarks can
 /// run each level on one machine (the results are the same bits): all this build has (kWidest:
-/// with AVX-512 BF16, fp8 decode sums by dot products, host_gemv_fp8dot512.hpp), AVX-512
-/// without BF16 (kAvx512: fp8 by multiply-adds, host_gemv_scaled512.hpp; fp4 with VNNI,
-/// host_gemv_fp4int512.hpp; f32/bf16 decode 16 rows a vector, host_gemv_panels512.hpp), or AVX2
+/// with AVX-512 BF16, fp8 decode sums by dot products, host/gemv_fp8dot512.hpp), AVX-512
+/// without BF16 (kAvx512: fp8 by multiply-adds, host/gemv_scaled512.hpp; fp4 with VNNI,
+/// host/gemv_fp4int512.hpp; f32/bf16 decode 16 rows a vector, host/gemv_panels512.hpp), or AVX2
 /// alone. A level the build lacks runs the next one down.
 /// kTuned, linear()'s default: per format the level that read cold weights fastest (decode_isa).
 enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };

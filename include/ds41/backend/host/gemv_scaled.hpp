@@ -1,7 +1,7 @@
-// ds41/backend/host_gemv_scaled.hpp — the host decode GEMV (one input row) of fp8 panels in a
+// ds41/backend/host/gemv_scaled.hpp — the host decode GEMV (one input row) of fp8 panels in a
 // scaled domain, bit-identical to MatrixView::dot.
 //
-// Why: the table decoder (host_gemv_panels.hpp: Fp8Columns) spends ~13 shuffle-unit operations
+// Why: the table decoder (host/gemv_panels.hpp: Fp8Columns) spends ~13 shuffle-unit operations
 // per 32 codes on byte-table lookups and widening unpacks, and on this CPU family the shuffle
 // units, not memory, bound the GEMV (llvm-mca, Zen 3: ~34 cycles per 128 weights). Here a
 // pair of columns of 8 rows costs 4 or 5 integer operations, one of which loads the group, and
@@ -27,15 +27,15 @@
 // have ~1 in 10^4 such codes, uniform random bytes 1 in 18).
 // fp4 does not use this scheme: it needs a byte lookup per code first (e2m1's 0.5 would
 // otherwise be an f32 subnormal) and measured 12.4 against the table decoder's 14.3 Gweights/s
-// (one core, in cache); fp4 decode GEMVs sum in integers instead (host_gemv_fp4int.hpp).
+// (one core, in cache); fp4 decode GEMVs sum in integers instead (host/gemv_fp4int.hpp).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include "../core/linear_math.hpp"
+#include "../../core/linear_math.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
-#include "host_gemv_panels.hpp"
+#include "gemv_panels.hpp"
 
 namespace ds41::host_gemv::scaled {
 

@@ -1,4 +1,4 @@
-// ds41/backend/host_attention.hpp — sparse attention for several query heads that share one
+// ds41/backend/host/attention.hpp — sparse attention for several query heads that share one
 // index list (every head of a token does), on the host: the bits of one sparse_attn_head call per
 // head (attention_math.hpp), with each gathered 64-row block read once for all of the heads.
 //
@@ -15,8 +15,8 @@
 // softmax step is the shared attn_block_softmax, so the bits are sparse_attn_head's.
 #pragma once
 #include <algorithm>
-#include "../core/attention_math.hpp"
-#include "../core/simd_avx2.hpp"
+#include "../../core/attention_math.hpp"
+#include "../../core/simd_avx2.hpp"
 
 namespace ds41 {
 

@@ -1,4 +1,4 @@
-// ds41/backend/host_gemv_scaled512.hpp — the scaled-domain fp8 decode GEMV (host_gemv_scaled.hpp)
+// ds41/backend/host/gemv_scaled512.hpp — the scaled-domain fp8 decode GEMV (host/gemv_scaled.hpp)
 // with 512-bit vectors: two panels (16 rows) per vector, bit-identical to MatrixView::dot.
 //
 // Why: the AVX2 decoder is bound by how many vector operations a core issues (~8 per column pair
@@ -8,7 +8,7 @@
 // shifts, masks and exact fused multiply-adds as decode_column_pair, now on 16 lanes. Each
 // panel is also prefetched a few KiB ahead of its use (panels::kPrefetchAhead), and a tile step
 // sums one 32-column block (kBlocksInFlight says why). Where the build has AVX-512 BF16 the block
-// sums are dot products instead (host_gemv_fp8dot512.hpp: FmaBlockSums is one policy of the
+// sums are dot products instead (host/gemv_fp8dot512.hpp: FmaBlockSums is one policy of the
 // tile). Measured (one Zen 5 VM, 2 threads): from L3 this runs ~1.6x the AVX2 decoder at two
 // blocks a step (1280 x 5120: 105 -> 67 us); with cold weights it and the dot products read at
 // ~36-45 GB/s where the plain stream read gets 43-50 (README "Performance").
@@ -22,7 +22,7 @@
 // walk's end takes the AVX2 tile.
 #pragma once
 #include <cstdint>
-#include "host_gemv_scaled.hpp"
+#include "gemv_scaled.hpp"
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     !defined(__CUDA_ARCH__)
 #define DS41_HOST_AVX512 1

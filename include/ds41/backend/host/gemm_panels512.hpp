@@ -1,12 +1,12 @@
-// ds41/backend/host_gemm_panels512.hpp — the host Linear for T = 2 .. 16 input rows (batched
-// decode, and prefill in chunks of 16) on panel-packed weights (host_panels.hpp) with 512-bit
+// ds41/backend/host/gemm_panels512.hpp — the host Linear for T = 2 .. 16 input rows (batched
+// decode, and prefill in chunks of 16) on panel-packed weights (host/panels.hpp) with 512-bit
 // vectors, bit-identical to MatrixView::dot.
 //
 // Why: a batched decode step (N sequences, one token each) runs every Linear with T = N, and at
 // N = 8 the step is bound by these. The AVX2 tile (panels::linear_tile) decodes a 32-column block
 // of 32 rows once and applies it to two input rows per pass, 8 rows a vector; here a vector holds
 // two panels (16 rows, lanes 0-7 panel p's, 8-15 panel p + 1's, loaded as one group pair as the
-// decode GEMVs of host_gemv_panels512.hpp do), a decoded span of 64 columns feeds up to kRowBlock
+// decode GEMVs of host/gemv_panels512.hpp do), a decoded span of 64 columns feeds up to kRowBlock
 // input rows per pass from registers (2·kRowBlock accumulators; x broadcast inside each multiply,
 // mul_broadcast), and the decode itself is one or two table
 // lookups per byte: fp8 by vpermt2b over the 128 magnitudes (AVX-512 VBMI), fp4 by vpshufb over
@@ -23,7 +23,7 @@
 // added. An input row's outputs do not depend on T or on the other rows (no cross-row
 // arithmetic), so a batch gives each sequence the bits a call with that row alone gives.
 //
-// Compiled with DS41_HOST_AVX512 (host_gemv_scaled512.hpp); fp8 needs AVX-512 VBMI as well (else
+// Compiled with DS41_HOST_AVX512 (host/gemv_scaled512.hpp); fp8 needs AVX-512 VBMI as well (else
 // the AVX2 tile). A single panel left at a walk's end takes the AVX2 tile, rows outside whole
 // panels the scalar dot.
 #pragma once
@@ -31,9 +31,9 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
-#include "host_gemv_panels.hpp"
-#include "host_gemv_panels512.hpp"
-#include "host_gemv_scaled512.hpp"
+#include "gemv_panels.hpp"
+#include "gemv_panels512.hpp"
+#include "gemv_scaled512.hpp"
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 #if defined(__AVX512VBMI__)
