@@ -176,7 +176,8 @@ TEST_CASE("host panels: pack (word at a time and AVX2 transposes) writes the ele
         host_panels::detail::pack_payload(f, rows, cols, static_cast<const uint8_t*>(m.view.data), scalar.data(), false);
         CHECK(payload == want_payload);
         CHECK(scalar == want_payload);
-        CHECK(std::memcmp(scales.data(), want_scales.data(), scales.size() * sizeof(float)) == 0);
+        CHECK(scales.size() == want_scales.size());  // bf16/f32 have none: no memcmp of a null data()
+        CHECK((scales.empty() || std::memcmp(scales.data(), want_scales.data(), scales.size() * sizeof(float)) == 0));
         CHECK(v.layout == WeightLayout::kPanels8);
         CHECK(v.data == payload.data());
         ++compared;
