@@ -69,12 +69,14 @@ inline float peak_mul_add_run(long items) {
   return std::accumulate(sink.begin(), sink.end(), 0.0f);
 }
 
-/// BM_PeakMulAdd's FLOP/s, measured once (best of 5 runs of ~10 ms) for the of_peak counters.
+/// BM_PeakMulAdd's FLOP/s, measured once (best of 19 runs of ~25 ms) for the of_peak counters.
 inline double peak_mul_add_flops() {
   static const double peak = [] {
-    const long items = 32L * HostThreadPool::global().threads();
+    // 20 rounds of ~25 ms: a handful of ~6 ms rounds sometimes all ran while the pool's other
+    // thread was still asleep, reading one core's peak (115 for 225 GFLOP/s)
+    const long items = 128L * HostThreadPool::global().threads();
     double best = 0;
-    for (int r = 0; r < 6; ++r) {
+    for (int r = 0; r < 20; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       benchmark::DoNotOptimize(peak_mul_add_run(items));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
