@@ -20,6 +20,7 @@
 #include "../core/error.hpp"
 #include "../core/attention_math.hpp"
 #include "../core/compress_math.hpp"
+#include "../core/hc_post.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/quant.hpp"
 #include "../core/topk.hpp"
@@ -293,16 +294,12 @@ struct CudaBackend {
       out[e] = index_score_entry(q + t * H * Di, w + t * H, keys + j * Di, H, Di, small_bmm);
     });
   }
-  /// The highway's post-expansion (HostBackend::expand_post): one thread per output element.
+  /// The highway's post-expansion (core/hc_post.hpp): one thread per output element.
   static void expand_post(const float* x, const float* res, const float* post, const float* comb, long T, int hc,
                           int dim, float* out) {
     for_each(T * hc * dim, [=] __device__(long e) {
       const long t = e / (static_cast<long>(hc) * dim);
-      const int j = static_cast<int>((e / dim) % hc);
-      const long d = e % dim;
-      float acc = 0.0f;
-      for (int i = 0; i < hc; ++i) acc += comb[(t * hc + i) * hc + j] * res[(t * hc + i) * dim + d];
-      out[e] = bf16_round(post[t * hc + j] * x[t * dim + d] + acc);
+      out[e] = hc_post_element(x, res, post, comb, t, static_cast<int>((e / dim) % hc), e % dim, hc, dim);
     });
   }
   /// Rows of an fp8 table (HostBackend::gather_fp8_rows): one thread per output element.
@@ -312,7 +309,7 @@ struct CudaBackend {
     for_each(n * hd, [=] __device__(long e) {
       const long i = e / hd, d = e % hd;
       const long r = ids[i];
-      out[e] = bf16_round(e4m3_decode(codes[r * hd + d]) * scales[r * nb + d / 32]);
+      out[e] = fp8_row_value(codes[r * hd + d], scales[r * nb + d / 32]);
     });
   }
 

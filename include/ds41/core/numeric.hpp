@@ -86,6 +86,10 @@ DS41_HD float e4m3_decode(uint8_t c) {
   if (e == 15 && m == 7) return NAN;
   return sign * ldexpf(1.0f + m / 8.0f, e - 7);
 }
+/// One element of an fp8 table row (the engram tables): bf16(code's value · its block's scale).
+/// Backends' row gathers (HostBackend::gather_fp8_rows, CudaBackend's) give these bits.
+DS41_HD float fp8_row_value(uint8_t code, float scale) { return bf16_round(e4m3_decode(code) * scale); }
+
 /// e4m3_decode by bit placement, for kernels where a 256-entry table would cost shared-memory
 /// bank conflicts: the code's 7 exponent and mantissa bits go to float32's bits 20..26, which
 /// reads as 2^(e-127)·(1 + m/8) (e > 0) or as the float32 subnormal m·2^-129 (e = 0); times

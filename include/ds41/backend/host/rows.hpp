@@ -22,7 +22,7 @@ constexpr int kPostChunk = 512;
 /// output row (t, j) — or, when dim < kPostChunk, whole rows, kPostChunk / dim of them — so that
 /// the index math is done once per item and the per-element formula splits into loops over d
 /// that vectorise. Each element still sees acc = 0, acc += comb·res for i = 0..hc-1 in order,
-/// then bf16(post·x + acc): the same bits.
+/// then bf16(post·x + acc): hc_post_element's bits (core/hc_post.hpp).
 inline void expand_post_item(long item, const float* x, const float* res, const float* post, const float* comb,
                              long T, int hc, int dim, float* out) {
   const long rows = T * hc;
@@ -64,7 +64,7 @@ constexpr long kGatherItemElements = 8192;  // fp8 row gather: elements per for_
 
 namespace engram_host {
 
-/// o[d] = bf16(e4m3_decode(c[d]) · s[d / 32]) for d < hd: ResidentTable::gather's formula for one
+/// o[d] = bf16(e4m3_decode(c[d]) · s[d / 32]) for d < hd: fp8_row_value (numeric.hpp) for one
 /// row on the host. Only how a code becomes its float changes (the same exact value); the product
 /// and the bf16 rounding are the formula's, so the bits are the same.
 inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
