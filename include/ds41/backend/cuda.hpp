@@ -1,5 +1,8 @@
-// ds41/backend/cuda.hpp — CudaBackend: device memory, one stream, kernels launched over the same
-// DS41_HD functions the host backend loops over. Include only from CUDA translation units
+// ds41/backend/cuda.hpp — CudaBackendT<Numerics>: device memory, one stream, kernels launched over
+// the same DS41_HD functions the host backend loops over. CudaBackend (ReferenceNumerics) is
+// bit-identical to the reference; CudaFastBackend (FastNumerics, cuda/numerics.hpp) reorders the
+// Linear sums (cuda/fast_linear.hpp) and is otherwise the same backend. Both share one stream and
+// one graph recorder (the state lives in non-template cuda_detail functions). Include only from CUDA translation units
 // (nvcc with --extended-lambda; the project also passes --fmad=false so that no multiply-add is
 // fused and device results round like the host's).
 //
@@ -24,7 +27,9 @@
 #include "../core/linear_math.hpp"
 #include "../core/quant.hpp"
 #include "../core/topk.hpp"
+#include "cuda/fast_linear.hpp"
 #include "cuda/linear.hpp"
+#include "cuda/numerics.hpp"
 
 namespace ds41 {
 
@@ -67,6 +72,30 @@ struct GraphRecorder {
 inline GraphRecorder& recorder() {
   static GraphRecorder r;
   return r;
+}
+
+/// The fast Linear's workspace (cuda/fast_linear.hpp: the quantised input rows and split partial
+/// sums): one grow-only device buffer for every numerics policy, reused by successive calls, which
+/// the one stream orders. A buffer outgrown while a graph segment is captured is freed once that
+/// segment has run (it may already be in it).
+inline float* fast_workspace(size_t floats) {
+  struct Workspace {
+    float* p = nullptr;
+    size_t n = 0;
+  };
+  static Workspace ws;
+  if (floats > ws.n) {
+    if (ws.p) {
+      if (recorder().capturing) recorder().deferred_frees.push_back(ws.p);
+      else cudaFree(ws.p);  // waits for the work using it
+    }
+    ws.p = nullptr;
+    ws.n = 0;
+    const size_t n = floats + floats / 2;  // headroom: the next larger shape rarely reallocates
+    DS41_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ws.p), n * sizeof(float)));
+    ws.n = n;
+  }
+  return ws.p;
 }
 }  // namespace cuda_detail
 
@@ -144,8 +173,120 @@ __global__ void topk_keys_kernel(const float* v, long rows, int n, unsigned long
 
 }  // namespace cuda_detail
 
-struct CudaBackend {
-  static constexpr const char* kName = "cuda";
+namespace cuda_detail {
+/// Throws ds41::Error when the last kernel launch failed.
+inline void check_launch(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) fail("CUDA kernel launch (", what, ") failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+inline void begin_segment() {
+  DS41_CUDA_CHECK(cudaStreamBeginCapture(backend_stream(), cudaStreamCaptureModeRelaxed));
+  recorder().capturing = true;
+}
+
+/// Ends the graph segment being captured (launching it where `launch`).
+inline void end_segment(bool launch) {
+  auto& r = recorder();
+  cudaStream_t stream = backend_stream();
+  if (!r.capturing) return;
+  r.capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream, &graph);
+  if (e == cudaSuccess && launch && graph) {
+    size_t nodes = 0;
+    DS41_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    if (nodes) {
+      const size_t slot = r.next_exec++;
+      if (slot == r.execs.size()) r.execs.push_back(nullptr);
+      cudaGraphExec_t& exec = r.execs[slot];
+      if (exec) {
+        cudaGraphExecUpdateResultInfo info{};
+        if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
+          ++r.updated;
+        } else {  // another topology (a different step shape): instantiate afresh
+          (void)cudaGetLastError();
+          cudaGraphExecDestroy(exec);
+          exec = nullptr;
+        }
+      }
+      if (!exec) {
+        DS41_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        ++r.instantiated;
+      }
+      DS41_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DS41_CUDA_CHECK(cudaStreamSynchronize(stream));
+      ++r.segments;
+      r.captured_nodes += static_cast<long>(nodes);
+    }
+  }
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamSynchronize(stream);
+  for (void* p : r.deferred_frees) cudaFree(p);
+  r.deferred_frees.clear();
+  if (e != cudaSuccess) fail("CUDA graph capture of a segment failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+/// A host span (download, upload, sync) ends the graph segment being captured, launching it, and
+/// starts the next one on exit.
+struct HostSpan {
+  bool resume = false;
+  HostSpan() {
+    if (recorder().capturing) {
+      end_segment(true);
+      resume = true;
+    }
+  }
+  ~HostSpan() {
+    if (resume && recorder().enabled) begin_segment();
+  }
+  HostSpan(const HostSpan&) = delete;
+  HostSpan& operator=(const HostSpan&) = delete;
+};
+
+/// Runs the work issued while it lives as CUDA graphs: each stretch between host spans
+/// (downloads of routing decisions or captures, uploads, syncs) is captured and launched as one
+/// graph. The executable graph of the scope's i-th segment is kept and updated in place by the
+/// next scope's i-th capture (cudaGraphExecUpdate; instantiated afresh only when the topology
+/// changed) until release_graphs(). On an exception the open capture is discarded. One recorder
+/// for every numerics policy: CudaBackend::GraphScope and CudaFastBackend::GraphScope are this.
+class GraphScope {
+ public:
+  GraphScope() : exceptions_(std::uncaught_exceptions()) {
+    auto& r = recorder();
+    DS41_CHECK(!r.enabled, "CudaBackend::GraphScope: graph mode is already on");
+    r.enabled = true;
+    r.next_exec = 0;
+    begin_segment();
+  }
+  ~GraphScope() {
+    auto& r = recorder();
+    const bool failing = std::uncaught_exceptions() > exceptions_;
+    r.enabled = false;
+    try {
+      end_segment(/*launch=*/!failing);
+    } catch (...) {
+      if (!failing) throw_later_ = true;  // destructors must not throw; surfaced by failed()
+    }
+  }
+  GraphScope(const GraphScope&) = delete;
+  GraphScope& operator=(const GraphScope&) = delete;
+  bool failed() const { return throw_later_; }
+
+ private:
+  int exceptions_;
+  bool throw_later_ = false;
+};
+}  // namespace cuda_detail
+
+/// The device backend under a numerics policy (cuda/numerics.hpp). Every operation but linear()
+/// is the reference one in both policies for now; linear() takes the fast kernels
+/// (cuda/fast_linear.hpp) under FastNumerics where their plan accepts the shape.
+template <class Numerics>
+struct CudaBackendT {
+  using NumericsPolicy = Numerics;
+  static constexpr bool kFast = Numerics::kReordersSums;
+  static constexpr const char* kName = kFast ? "cuda-fast" : "cuda";
   static constexpr bool kIsDevice = true;
   template <class T>
   using Buffer = DeviceBuffer<T>;
@@ -162,38 +303,8 @@ struct CudaBackend {
   /// The stream every operation of this backend is ordered on.
   static cudaStream_t stream() { return cuda_detail::backend_stream(); }
 
-  /// Runs the work issued while it lives as CUDA graphs: each stretch between host spans
-  /// (downloads of routing decisions or captures, uploads, syncs) is captured and launched as one
-  /// graph. The executable graph of the scope's i-th segment is kept and updated in place by the
-  /// next scope's i-th capture (cudaGraphExecUpdate; instantiated afresh only when the topology
-  /// changed) until release_graphs(). On an exception the open capture is discarded.
-  class GraphScope {
-   public:
-    GraphScope() : exceptions_(std::uncaught_exceptions()) {
-      auto& r = cuda_detail::recorder();
-      DS41_CHECK(!r.enabled, "CudaBackend::GraphScope: graph mode is already on");
-      r.enabled = true;
-      r.next_exec = 0;
-      begin_segment();
-    }
-    ~GraphScope() {
-      auto& r = cuda_detail::recorder();
-      const bool failing = std::uncaught_exceptions() > exceptions_;
-      r.enabled = false;
-      try {
-        end_segment(/*launch=*/!failing);
-      } catch (...) {
-        if (!failing) throw_later_ = true;  // destructors must not throw; surfaced by status()
-      }
-    }
-    GraphScope(const GraphScope&) = delete;
-    GraphScope& operator=(const GraphScope&) = delete;
-    bool failed() const { return throw_later_; }
-
-   private:
-    int exceptions_;
-    bool throw_later_ = false;
-  };
+  /// Graph mode (cuda_detail::GraphScope): the same recorder for every numerics policy.
+  using GraphScope = cuda_detail::GraphScope;
 
   /// Graphs launched (and nodes captured) since the last call.
   static std::pair<long, long> take_graph_counters() {
@@ -227,14 +338,14 @@ struct CudaBackend {
   template <class T>
   static void upload(T* dst, const T* src, size_t n) {
     if (!n) return;
-    HostSpan span;
+    cuda_detail::HostSpan span;
     DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
     DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));  // the host source may go away right after
   }
   template <class T>
   static void download(T* dst, const T* src, size_t n) {
     if (!n) return;
-    HostSpan span;
+    cuda_detail::HostSpan span;
     DS41_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream()));
     DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
@@ -248,10 +359,10 @@ struct CudaBackend {
     if (!n) return;
     unsigned grid = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 65535));
     cuda_detail::fill_kernel<<<grid, 256, 0, stream()>>>(dst, n, v);
-    check_launch("fill");
+    cuda_detail::check_launch("fill");
   }
   static void sync() {
-    HostSpan span;
+    cuda_detail::HostSpan span;
     DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
 
@@ -260,22 +371,34 @@ struct CudaBackend {
     if (n <= 0) return;
     unsigned grid = static_cast<unsigned>(std::min<long>((n + 255) / 256, 65535L * 16));
     cuda_detail::for_each_kernel<<<grid, 256, 0, stream()>>>(n, f);
-    check_launch("for_each");
+    cuda_detail::check_launch("for_each");
   }
 
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,
                      OutRound round) {
     if (rows <= 0 || w.rows <= 0) return;
+    if constexpr (kFast) {
+      // reordered sums (cuda/fast_linear.hpp) where the plan takes the shape; else the exact kernels
+      if (cuda_detail::launch_fast_linear(x, rows, x_stride, w, y, y_stride, round, stream(), cuda_detail::fast_workspace)) {
+        cuda_detail::check_launch("fast linear");
+        return;
+      }
+    }
     // the coalesced tiled kernel (cuda/linear.hpp), bit-identical to MatrixView::dot; input rows
     // beyond one grid dimension (65535) are launched in slices
     cuda_detail::launch_linear(x, rows, x_stride, w, y, y_stride, round, stream());
-    check_launch("linear");
+    cuda_detail::check_launch("linear");
   }
 
   /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
   /// sort on an orderable composite key).
   // ---- operations each backend does its own way (HostBackend has the same names, the same bits);
   // here, for now, one thread per output of the shared DS41_HD formulas
+
+  // ---- FAST-ATTENTION DISPATCH POINT (the one place): under FastNumerics, sparse_attention and
+  // index_scores are to call the kernels of cuda/fast_attention.hpp (written separately) in an
+  // `if constexpr (kFast)` branch at the top of each of the two functions below. Until then both
+  // policies run the reference formulas here.
 
   /// Sparse attention with a per-head sink (attention_math.hpp): one thread per (row, head).
   static void sparse_attention(const float* q, const float* kv, int D, const int32_t* idx, int ncols, long T, int H,
@@ -323,7 +446,7 @@ struct CudaBackend {
     Buffer<int> offsets(rows + 1);
     cuda_detail::topk_keys_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream()>>>(
         v, rows, n, keys.data(), vals.data());
-    check_launch("topk keys");
+    cuda_detail::check_launch("topk keys");
     int* off = offsets.data();
     for_each(rows + 1, [=] __device__(long r) { off[r] = static_cast<int>(r * n); });
     size_t temp_bytes = 0;
@@ -346,68 +469,11 @@ struct CudaBackend {
     return f;
   }
 
- private:
-  /// Ends the graph segment being captured (launching it), and starts the next one on exit.
-  struct HostSpan {
-    bool resume = false;
-    HostSpan() {
-      if (cuda_detail::recorder().capturing) {
-        end_segment(true);
-        resume = true;
-      }
-    }
-    ~HostSpan() {
-      if (resume && cuda_detail::recorder().enabled) begin_segment();
-    }
-  };
-  static void begin_segment() {
-    DS41_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
-    cuda_detail::recorder().capturing = true;
-  }
-  static void end_segment(bool launch) {
-    auto& r = cuda_detail::recorder();
-    if (!r.capturing) return;
-    r.capturing = false;
-    cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamEndCapture(stream(), &graph);
-    if (e == cudaSuccess && launch && graph) {
-      size_t nodes = 0;
-      DS41_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-      if (nodes) {
-        const size_t slot = r.next_exec++;
-        if (slot == r.execs.size()) r.execs.push_back(nullptr);
-        cudaGraphExec_t& exec = r.execs[slot];
-        if (exec) {
-          cudaGraphExecUpdateResultInfo info{};
-          if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) {
-            ++r.updated;
-          } else {  // another topology (a different step shape): instantiate afresh
-            (void)cudaGetLastError();
-            cudaGraphExecDestroy(exec);
-            exec = nullptr;
-          }
-        }
-        if (!exec) {
-          DS41_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-          ++r.instantiated;
-        }
-        DS41_CUDA_CHECK(cudaGraphLaunch(exec, stream()));
-        DS41_CUDA_CHECK(cudaStreamSynchronize(stream()));
-        ++r.segments;
-        r.captured_nodes += static_cast<long>(nodes);
-      }
-    }
-    if (graph) cudaGraphDestroy(graph);
-    cudaStreamSynchronize(stream());
-    for (void* p : r.deferred_frees) cudaFree(p);
-    r.deferred_frees.clear();
-    if (e != cudaSuccess) fail("CUDA graph capture of a segment failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-  }
-
-  static void check_launch(const char* what) {
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) fail("CUDA kernel launch (", what, ") failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-  }
 };
+
+/// Bit-identical to the reference (and to HostBackend).
+using CudaBackend = CudaBackendT<ReferenceNumerics>;
+/// Reordered, fused Linear sums with the reference's rounding points (docs/NUMERICS.md, "The device's fast policy").
+using CudaFastBackend = CudaBackendT<FastNumerics>;
 
 }  // namespace ds41
