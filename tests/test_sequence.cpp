@@ -54,29 +54,100 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+/// Every capture of a step, by name (integer captures as floats).
+struct RecordingSink : CaptureSink {
+  std::map<std::string, std::pair<std::vector<long>, std::vector<float>>> got;
+  void put(const std::string& name, const std::vector<long>& shape, CapType, const std::vector<float>* f32,
+           const std::vector<int32_t>* i32) override {
+    std::vector<float> v = f32 ? *f32 : std::vector<float>(i32->begin(), i32->end());
+    got[name] = {shape, std::move(v)};
+  }
+};
+
+bool same_captures(const RecordingSink& a, const RecordingSink& b, std::string& first_diff) {
+  if (a.got.size() != b.got.size()) return first_diff = "capture count", false;
+  for (const auto& [name, v] : a.got) {
+    auto it = b.got.find(name);
+    if (it == b.got.end() || it->second.first != v.first || !same_bits(it->second.second, v.second))
+      return first_diff = name, false;
+  }
+  return true;
+}
+
 }  // namespace
 
-TEST_CASE("chunked extension gives every row the bits of token-by-token decode, on every golden fixture") {
+TEST_CASE("chunked extension gives every row, every capture, the bits of token-by-token decode, on every golden fixture") {
+  // A chunk runs as batched decode steps of consecutive rows where ChunkPlan allows; captures
+  // (index scores among them) show a cache row a batched run wrote too late or too early even
+  // where the top-k, and so the logits, would not
   for (const std::string& path : fixtures()) {
     CAPTURE(path);
     Fixture f(path);
     Model<HostBackend> m(f.g.config, f.w);
-    const auto ref = sequential(m, f.g.prompt_tokens, f.g.decode_tokens);
+    std::vector<RecordingSink> ref(f.g.decode_tokens.size());
+    std::vector<std::vector<float>> ref_logits;
+    {
+      Seq s = m.make_sequence();
+      m.extend(s, f.g.prompt_tokens);
+      for (size_t i = 0; i < f.g.decode_tokens.size(); ++i)
+        ref_logits.push_back(m.extend(s, {f.g.decode_tokens[i]}, &ref[i]).logits);
+    }
     for (const std::vector<int>& sizes : {std::vector<int>{2}, {3, 1, 4}, {100}}) {
+      CAPTURE(sizes[0]);
       Seq s = m.make_sequence();
       m.extend(s, f.g.prompt_tokens);
       size_t i = 0, k = 0;
       while (i < f.g.decode_tokens.size()) {
         const size_t n = std::min<size_t>(sizes[k++ % sizes.size()], f.g.decode_tokens.size() - i);
         std::vector<int32_t> chunk(f.g.decode_tokens.begin() + i, f.g.decode_tokens.begin() + i + n);
-        const auto rows = m.extend_rows(s, chunk);
+        std::vector<RecordingSink> sinks(n);
+        const auto rows = m.extend_rows(s, chunk, [&sinks](long row) -> CaptureSink* { return &sinks.at(row); });
         REQUIRE(rows.size() == n);
-        for (size_t j = 0; j < n; ++j) CHECK(same_bits(rows[j].logits, ref[i + j + 1]));
+        for (size_t j = 0; j < n; ++j) {
+          CAPTURE(i + j);
+          CHECK(same_bits(rows[j].logits, ref_logits[i + j]));
+          std::string diff;
+          CHECK_MESSAGE(same_captures(sinks[j], ref[i + j], diff), "first capture that differs: ", diff);
+        }
         i += n;
       }
       CHECK(s.length() == static_cast<long>(f.g.prompt_tokens.size() + f.g.decode_tokens.size()));
     }
   }
+}
+
+TEST_CASE("ChunkPlan cuts a chunk where a layer-major run would read a cache row out of order") {
+  // One kv/index source read by every other layer (the V4.1 benchmark's layout): nothing crosses
+  // rows, so a chunk is one run (up to the cap).
+  ModelConfig one;
+  one.n_layers = 4;
+  one.max_seq_len = 4096;
+  one.compress_ratios = {4, 4, 4, 4};
+  one.kv_source_layers = {0};
+  one.index_source_layers = {0};
+  const ChunkPlan single(one);
+  CHECK(single.split(300, 64, {0, 0}, 256) == std::vector<long>{64});
+  CHECK(single.split(300, 64, {0, 0}, 16) == std::vector<long>{16, 16, 16, 16});
+
+  // dec40's layout (ratios 0, 4, 4, 8, 8; kv and index sources 1 and 3): layer 1 scores the keys
+  // published last, which after a position 7 mod 8 are layer 3's, written on that row; in a
+  // layer-major run layer 3 would not have written them yet, so the run ends with that row.
+  const golden::Golden dec40 = golden::load(DS41_GOLDEN_DIR "/extra/dec40.json");
+  const ChunkPlan stale(dec40.config);
+  CHECK(stale.split(9, 40, {3, 3}, 256) == std::vector<long>{7, 8, 8, 8, 8, 1});
+  CHECK(stale.split(16, 8, {3, 3}, 256) == std::vector<long>{8});
+
+  // A larger-ratio kv source (layer 1, ratio 8) read by a ratio-4 index source (layer 2): its top-k
+  // covers (pos + 1) / 4 rows of a cache that holds (pos + 1) / 8, so a row layer 1 writes on a
+  // later row of the run would be read early; runs end before each such row.
+  ModelConfig wide = one;
+  wide.n_layers = 3;
+  wide.max_seq_len = 64;
+  wide.compress_ratios = {4, 8, 4};
+  wide.kv_source_layers = {0, 1};
+  wide.index_source_layers = {0, 2};
+  const ChunkPlan plan(wide);
+  CHECK(plan.split(16, 24, {1, 0}, 256) == std::vector<long>{7, 8, 8, 1});
 }
 
 TEST_CASE("a batch of sequences at different lengths gives each row the bits it gives alone") {
@@ -130,26 +201,6 @@ TEST_CASE("a batch of sequences at different lengths gives each row the bits it 
       }
     }
   }
-}
-
-/// Every capture of a step, by name (integer captures as floats).
-struct RecordingSink : CaptureSink {
-  std::map<std::string, std::pair<std::vector<long>, std::vector<float>>> got;
-  void put(const std::string& name, const std::vector<long>& shape, CapType, const std::vector<float>* f32,
-           const std::vector<int32_t>* i32) override {
-    std::vector<float> v = f32 ? *f32 : std::vector<float>(i32->begin(), i32->end());
-    got[name] = {shape, std::move(v)};
-  }
-};
-
-bool same_captures(const RecordingSink& a, const RecordingSink& b, std::string& first_diff) {
-  if (a.got.size() != b.got.size()) return first_diff = "capture count", false;
-  for (const auto& [name, v] : a.got) {
-    auto it = b.got.find(name);
-    if (it == b.got.end() || it->second.first != v.first || !same_bits(it->second.second, v.second))
-      return first_diff = name, false;
-  }
-  return true;
 }
 
 TEST_CASE("a wide batch gives every row, every capture, the bits of its sequence alone") {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 #include "block.hpp"
+#include "chunk_plan.hpp"
 #include "sequence.hpp"
 #include "sequence_bytes.hpp"
 
@@ -68,9 +69,12 @@ class Model {
   StepResult extend(Sequence& s, const std::vector<int32_t>& tokens, CaptureSink* sink = nullptr) {
     check_segment(s, tokens, "extend");
     if (s.pos_ == 0) return run_guarded(s, tokens, sink);
-    StepResult r;
-    for (size_t i = 0; i < tokens.size(); ++i) r = run_guarded(s, {tokens[i]}, i + 1 == tokens.size() ? sink : nullptr);
-    return r;
+    std::vector<Segment> one(1);
+    one[0].seq = &s;
+    one[0].tokens = tokens;
+    const long last = static_cast<long>(tokens.size()) - 1;
+    one[0].sinks = [sink, last](long row) { return row == last ? sink : nullptr; };
+    return std::move(step(one).at(0).at(0));
   }
   /// The sink for a row of a segment (row i of its tokens), or null; a prompt is one row here,
   /// its last: a prefill's captures hold all its positions at once.
@@ -79,14 +83,13 @@ class Model {
   /// prompt, the head on each of its positions; for a continuation, each decode step's.
   std::vector<StepResult> extend_rows(Sequence& s, const std::vector<int32_t>& tokens, const RowSinks& sinks = {}) {
     check_segment(s, tokens, "extend_rows");
-    std::vector<StepResult> out;
-    if (s.pos_ == 0) {
-      out = run_guarded_rows(s, tokens, sinks ? sinks(static_cast<long>(tokens.size()) - 1) : nullptr);
-      return out;
-    }
-    for (size_t i = 0; i < tokens.size(); ++i)
-      out.push_back(run_guarded(s, {tokens[i]}, sinks ? sinks(static_cast<long>(i)) : nullptr));
-    return out;
+    if (s.pos_ == 0) return run_guarded_rows(s, tokens, sinks ? sinks(static_cast<long>(tokens.size()) - 1) : nullptr);
+    std::vector<Segment> one(1);
+    one[0].seq = &s;
+    one[0].tokens = tokens;
+    one[0].all_logits = true;
+    one[0].sinks = sinks;
+    return std::move(step(one).at(0));
   }
 
   /// One segment of a batched step: a sequence and the tokens that continue it (a new sequence's
@@ -103,11 +106,13 @@ class Model {
   /// and no sequence changes. Returns, per segment, its rows' logits (all or the last).
   ///
   /// How it runs: a prompt (a segment on an empty sequence) is the reference's prefill, one pass
-  /// of its own. The continuations run as decode steps of one token per sequence, the i-th tokens
-  /// of all of them together (a wave): every weight pass, experts grouped by expert, runs once over
-  /// the wave's rows; the window, compressor, indexer and attention per row. A segment's own
-  /// tokens stay one decode step each, in order (the reference's definition of them), so a chunk
-  /// of S tokens takes S waves.
+  /// of its own. The continuations run as batched decode steps (waves): every weight pass,
+  /// experts grouped by expert, runs once over the wave's rows; the window, compressor, indexer
+  /// and attention per row, a sequence's rows in order. Each continuation is cut into runs of
+  /// consecutive tokens (ChunkPlan) that give, layer by layer, what one decode step per token
+  /// gives; wave w takes run w of every segment. A chunk is one run unless a compressed group a
+  /// later layer completes on one row would be read by an earlier layer on a later row (the
+  /// reference's stale index keys), and the like (chunk_plan.hpp).
   std::vector<std::vector<StepResult>> step(std::vector<Segment>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       DS41_CHECK(batch[i].seq != nullptr, "step: segment ", i, " has no sequence");
@@ -118,7 +123,9 @@ class Model {
     }
     std::vector<std::vector<StepResult>> out(batch.size());
     std::vector<size_t> decoding;
+    std::vector<std::vector<long>> runs(batch.size());
     size_t waves = 0;
+    const ChunkPlan plan(cfg_);
     for (size_t i = 0; i < batch.size(); ++i) {
       Segment& g = batch[i];
       if (g.seq->pos_ == 0) {
@@ -126,28 +133,28 @@ class Model {
         else out[i].push_back(extend(*g.seq, g.tokens, g.sinks ? g.sinks(static_cast<long>(g.tokens.size()) - 1) : nullptr));
       } else {
         decoding.push_back(i);
-        waves = std::max(waves, g.tokens.size());
+        runs[i] = plan.split(g.seq->pos_, static_cast<long>(g.tokens.size()), entering(*g.seq), kMaxRunRows);
+        waves = std::max(waves, runs[i].size());
       }
     }
+    std::vector<long> done(batch.size(), 0);  // tokens of each segment run so far
     for (size_t w = 0; w < waves; ++w) {
-      std::vector<Sequence*> seqs;
-      std::vector<int32_t> toks;
-      std::vector<CaptureSink*> sinks;
-      std::vector<size_t> of;
+      std::vector<Row> rows;
+      std::vector<std::pair<size_t, long>> of;  // (segment, its row) of each row
       for (size_t i : decoding) {
+        if (w >= runs[i].size()) continue;
         Segment& g = batch[i];
-        if (w >= g.tokens.size()) continue;
-        seqs.push_back(g.seq);
-        toks.push_back(g.tokens[w]);
-        const bool last = w + 1 == g.tokens.size();
-        sinks.push_back(g.sinks && (g.all_logits || last) ? g.sinks(static_cast<long>(w)) : nullptr);
-        of.push_back(i);
+        const long n = static_cast<long>(g.tokens.size());
+        for (long t = done[i]; t < done[i] + runs[i][w]; ++t) {
+          const bool keep = g.all_logits || t + 1 == n;
+          rows.push_back({g.seq, g.tokens[t], g.sinks && keep ? g.sinks(t) : nullptr, keep});
+          of.push_back({i, t});
+        }
+        done[i] += runs[i][w];
       }
-      std::vector<StepResult> r = run_rows(seqs, toks, sinks);
-      for (size_t j = 0; j < of.size(); ++j) {
-        Segment& g = batch[of[j]];
-        if (g.all_logits || w + 1 == g.tokens.size()) out[of[j]].push_back(std::move(r[j]));
-      }
+      std::vector<StepResult> r = run_rows(rows);
+      for (size_t j = 0; j < rows.size(); ++j)
+        if (rows[j].logits) out[of[j].first].push_back(std::move(r[j]));
     }
     return out;
   }
@@ -254,39 +261,84 @@ class Model {
                "..", start + static_cast<long>(tokens.size()) - 1, " exceed max_seq_len ", cfg_.max_seq_len);
   }
 
-  /// One decode step of several sequences at once, one token each (`seqs` distinct, none empty):
-  /// row r continues seqs[r] by toks[r], its captures go to sinks[r]. Returns each row's logits.
-  /// A failure marks every sequence of the step broken.
-  std::vector<StepResult> run_rows(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& toks,
-                                   const std::vector<CaptureSink*>& sinks) {
-    const long N = static_cast<long>(seqs.size());
-    if (N == 1) return {run_guarded(*seqs[0], {toks[0]}, sinks[0])};
+  /// Rows a continuation's run may hold at once: bounds a wave's activations (a long chunk at a
+  /// position > 0 runs as several waves).
+  static constexpr long kMaxRunRows = 256;
+
+  /// One row of a batched decode step: the next token of `seq` (a sequence's rows come together,
+  /// in order); `logits`: whether the head runs on it.
+  struct Row {
+    Sequence* seq = nullptr;
+    int32_t token = 0;
+    CaptureSink* sink = nullptr;
+    bool logits = true;
+  };
+
+  /// The publishers the sequence's shared slots hold now (ChunkPlan's view of them).
+  static ChunkPlan::Entering entering(const Sequence& s) { return {s.shared_.compress_kv_layer, s.shared_.index_k_layer}; }
+  /// Slots pointing where row `e` finds them: the caches of the layers that published last.
+  void point_slots(Sequence& s, ChunkPlan::Entering e, SharedSlots<B>& slots) const {
+    if (e.kv >= 0) {
+      slots.compress_kv = s.layers_[e.kv].compressed.data();
+      slots.compress_kv_layer = e.kv;
+      slots.compress_kv_rows = cfg_.max_seq_len / cfg_.ratio(e.kv);
+    }
+    if (e.keys >= 0) {
+      slots.index_k = s.layers_[e.keys].index.keys.data();
+      slots.index_k_layer = e.keys;
+      slots.index_k_rows = cfg_.max_seq_len / cfg_.ratio(e.keys);
+    }
+  }
+
+  /// One batched decode step (see Row). A failure marks every sequence of the step broken.
+  std::vector<StepResult> run_rows(const std::vector<Row>& rows) {
+    if (rows.size() == 1) {
+      StepResult r = run_guarded(*rows[0].seq, {rows[0].token}, rows[0].sink);
+      return {r};
+    }
     try {
-      return run_rows_unguarded(seqs, toks, sinks);
+      return run_rows_unguarded(rows);
     } catch (...) {
-      for (Sequence* s : seqs) s->broken_ = true;
+      for (const Row& r : rows) r.seq->broken_ = true;
       throw;
     }
   }
-  std::vector<StepResult> run_rows_unguarded(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& toks,
-                                             const std::vector<CaptureSink*>& sinks) {
-    const long N = static_cast<long>(seqs.size());
+  std::vector<StepResult> run_rows_unguarded(const std::vector<Row>& in) {
+    const long N = static_cast<long>(in.size());
     const int hc = cfg_.hc_mult, dim = cfg_.dim;
     RowTaps<B> taps;
+    std::vector<long> pos(N);
+    // A sequence's first row works on its own shared slots; its later rows on slots of their
+    // own, pointing where that row finds the published caches (ChunkPlan); the last row's become
+    // the sequence's afterwards.
+    std::vector<SharedSlots<B>> own(N);
+    std::vector<SharedSlots<B>*> slots(N);
+    const ChunkPlan plan(cfg_);
+    ChunkPlan::Entering found;  // the publishers the current row finds
     for (long r = 0; r < N; ++r) {
-      Sequence& s = *seqs[r];
+      Sequence& s = *in[r].seq;
+      const bool first = r == 0 || in[r - 1].seq != &s;
       DS41_CHECK(s.pos_ > 0, "internal: a batched step continues sequences");
-      if (s.undo_) s.undo_->save_shared(s.pos_, s.shared_);
-      for (auto& l : s.layers_) l.undo = s.undo_.get();
-      taps.rows.push_back(Tap<B>{sinks[r], ""});
-      taps.rows[r].i32_host("tokens", {toks[r]}, {1});
+      pos[r] = first ? s.pos_ : pos[r - 1] + 1;
+      if (first) {
+        found = entering(s);
+        slots[r] = &s.shared_;
+        if (s.undo_) s.undo_->save_shared(s.pos_, s.shared_);
+        for (auto& l : s.layers_) l.undo = s.undo_.get();
+      } else {
+        found = plan.after(pos[r - 1], found);
+        point_slots(s, found, own[r]);
+        slots[r] = &own[r];
+      }
+      taps.rows.push_back(Tap<B>{in[r].sink, ""});
+      taps.rows[r].i32_host("tokens", {in[r].token}, {1});
     }
 
     Buf<int32_t> hash;
     if (cfg_.n_engram_layers()) {
       std::vector<int32_t> all;
       for (long r = 0; r < N; ++r) {
-        std::vector<int32_t> hh = seqs[r]->hasher_.hash(&toks[r], 1, seqs[r]->pos_);
+        std::vector<int32_t> hh = in[r].seq->hasher_.hash(&in[r].token, 1, pos[r]);
         taps.rows[r].i32_host("engram_hash", hh, {1, cfg_.n_engram_layers(), cfg_.engram_cols()});
         all.insert(all.end(), hh.begin(), hh.end());
       }
@@ -294,6 +346,8 @@ class Model {
       B::upload(hash.data(), all.data(), all.size());
     }
 
+    std::vector<int32_t> toks(N);
+    for (long r = 0; r < N; ++r) toks[r] = in[r].token;
     auto ids = B::template alloc<int32_t>(N);
     B::upload(ids.data(), toks.data(), N);
     auto x = B::template alloc<float>(static_cast<size_t>(N) * dim);
@@ -307,8 +361,7 @@ class Model {
     std::vector<typename BlockT::Attn::Row> rows(N);
     for (int l = 0; l < cfg_.n_layers; ++l) {
       const std::string prefix = "layers." + std::to_string(l) + ".";
-      for (long r = 0; r < N; ++r)
-        rows[r] = {seqs[r]->pos_, &seqs[r]->layers_[l], &seqs[r]->shared_, taps.rows[r].sub(prefix)};
+      for (long r = 0; r < N; ++r) rows[r] = {pos[r], &in[r].seq->layers_[l], slots[r], taps.rows[r].sub(prefix)};
       layers_[l]->forward_rows(h.data(), pre.data(), hash.data(), rows, taps.sub(prefix));
     }
 
@@ -316,16 +369,33 @@ class Model {
     taps.f32("h_final", x.data(), {N, dim});
     Ops<B>::rmsnorm(x.data(), N, dim, norm_.data(), static_cast<float>(cfg_.norm_eps));
     taps.f32("head_in", x.data(), {N, dim});
-    const long V = cfg_.vocab_size;
-    auto logits = B::template alloc<float>(static_cast<size_t>(N) * V);
-    B::linear(x.data(), N, dim, head_.view(), logits.data(), V, OutRound::kF32);
-    for (long r = 0; r < N; ++r) taps.rows[r].f32("logits", logits.data() + r * V, {V}, CapType::kF32);
-    std::vector<float> all(static_cast<size_t>(N) * V);
-    B::download(all.data(), logits.data(), all.size());
+    // the head on the rows whose logits are wanted only (a chunk's inner rows need none)
+    std::vector<long> want;
+    for (long r = 0; r < N; ++r)
+      if (in[r].logits) want.push_back(r);
+    const long V = cfg_.vocab_size, M = static_cast<long>(want.size());
     std::vector<StepResult> out(N);
+    if (M) {
+      auto xs = B::template alloc<float>(static_cast<size_t>(M) * dim);
+      for (long m = 0; m < M; ++m) B::copy(xs.data() + m * dim, x.data() + want[m] * dim, dim);
+      auto logits = B::template alloc<float>(static_cast<size_t>(M) * V);
+      B::linear(xs.data(), M, dim, head_.view(), logits.data(), V, OutRound::kF32);
+      for (long m = 0; m < M; ++m) taps.rows[want[m]].f32("logits", logits.data() + m * V, {V}, CapType::kF32);
+      std::vector<float> all(static_cast<size_t>(M) * V);
+      B::download(all.data(), logits.data(), all.size());
+      for (long m = 0; m < M; ++m) out[want[m]] = logits_row(all.data() + m * V, V);
+    }
+    // a sequence's later rows: the undo record keeps the slots each found (the row before's),
+    // in order; then the last row's slots are the sequence's
     for (long r = 0; r < N; ++r) {
-      out[r] = logits_row(all.data() + r * V, V);
-      seqs[r]->pos_ += 1;
+      Sequence& s = *in[r].seq;
+      const bool last = r + 1 == N || in[r + 1].seq != &s;
+      if (!last) {
+        if (s.undo_) s.undo_->save_shared(pos[r + 1], *slots[r]);
+        continue;
+      }
+      if (slots[r] != &s.shared_) s.shared_ = std::move(*slots[r]);
+      s.pos_ = pos[r] + 1;
     }
     return out;
   }

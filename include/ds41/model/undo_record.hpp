@@ -34,11 +34,12 @@ class UndoRecord {
     for (const auto& r : shared_) boundary = boundary || r.first == from;
     DS41_CHECK(boundary, "sequence: length ", from, " is inside a step taken since the checkpoint (a prefill), not at ",
                "the start of one; it cannot be restored");
-    while (!saved_.empty() && saved_.back().pos >= from) {
-      Saved& s = saved_.back();
-      B::copy(s.dst, s.data.data(), s.data.size());
-      saved_.pop_back();
-    }
+    // A batched step saves layer by layer over its rows, so the entries of positions >= `from`
+    // need not be the last ones: every such entry is restored, newest first (a row of one
+    // layer's memory is saved in position order, so it ends with its oldest content).
+    for (size_t i = saved_.size(); i-- > 0;)
+      if (saved_[i].pos >= from) B::copy(saved_[i].dst, saved_[i].data.data(), saved_[i].data.size());
+    std::erase_if(saved_, [from](const Saved& s) { return s.pos >= from; });
     SharedSlots<B> at;
     while (!shared_.empty() && shared_.back().first >= from) {
       at = std::move(shared_.back().second);
