@@ -1,12 +1,16 @@
 // Device microbenchmarks: the CudaBackend's Linear for each weight format at DeepSeek-V4.1-Flash
 // decode shapes, side by side with the tiled kernel (fp8/fp4 decode) and the old
-// one-thread-per-output kernel; a device-to-device copy as the bandwidth reference; and the tiny
-// model's decode step and a V4.1-shaped one (bench_v41.hpp). Timed with CUDA events (manual
+// one-thread-per-output kernel; the fast policy's Linear (CudaFastBackend, cuda/fast_linear.hpp)
+// at the same shapes for T = 1..16; a device-to-device copy as the bandwidth reference (also
+// measured once in-process, so Linear benchmarks report `of_copy`); and the tiny model's decode
+// step and a V4.1-shaped one (bench_v41.hpp) in both policies, eager and as CUDA graphs. Timed with CUDA events (manual
 // time) or wall time; counters give bytes/s to hold against the H200's ~4.8 TB/s. Without a
 // device every benchmark reports "no CUDA device".
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
+#include <chrono>
 #include <random>
+#include <string>
 #include <vector>
 #include "ds41/backend/cuda.hpp"
 #include "ds41/ds41.hpp"
@@ -57,6 +61,31 @@ void BM_DeviceCopyBandwidth(benchmark::State& st) {
 }
 BENCHMARK(BM_DeviceCopyBandwidth)->Arg(2048)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+/// BM_DeviceCopyBandwidth's rate (bytes read + written per second), measured once per process
+/// (ten 1 GiB copies after a warm-up): the denominator of every `of_copy` counter.
+double device_copy_rate() {
+  static const double rate = [] {
+    const size_t bytes = size_t{1} << 30;
+    auto src = CudaBackend::alloc<uint8_t>(bytes), dst = CudaBackend::alloc<uint8_t>(bytes);
+    CudaBackend::copy(dst.data(), src.data(), bytes);
+    EventTimer t;
+    t.start();
+    for (int i = 0; i < 10; ++i) CudaBackend::copy(dst.data(), src.data(), bytes);
+    const double s = t.stop_seconds();
+    return s > 0 ? 2.0 * static_cast<double>(bytes) * 10 / s : 0.0;
+  }();
+  return rate;
+}
+
+/// Counters of a benchmark that moved `bytes` per iteration in `seconds` (all iterations): GB/s,
+/// and of_copy, that rate as a fraction of the device-to-device copy's (read + write).
+void set_bandwidth_counters(benchmark::State& st, double bytes, double seconds) {
+  const double rate = seconds > 0 ? bytes * static_cast<double>(st.iterations()) / seconds : 0.0;
+  st.counters["GB/s"] = rate * 1e-9;
+  const double copy = device_copy_rate();
+  st.counters["of_copy"] = copy > 0 ? rate / copy : 0.0;
+}
+
 HostTensor random_matrix(WeightFormat f, int rows, int cols) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -88,6 +117,7 @@ struct DeviceGemvCase {
         w(random_matrix(F, rows, cols)), m(w), x(CudaBackend::alloc<float>(T * cols)),
         y(CudaBackend::alloc<float>(T * rows)) {}
   void run_linear() { CudaBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
+  void run_fast_linear() { CudaFastBackend::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16); }
   /// The tiled kernel with one input row per block, bypassing the decode kernel's dispatch.
   void run_tiled_r1() {
     cuda_detail::launch_linear_tiled_rows<F, 1>(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, CudaBackend::stream());
@@ -106,14 +136,49 @@ void BM_DeviceGemv(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
   EventTimer t;
+  double total = 0;
   for (auto _ : st) {
     t.start();
     for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_linear();
-    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
+    const double s = t.stop_seconds() / kLaunchesPerTiming;
+    total += s;
+    st.SetIterationTime(s);
   }
   DS41_CUDA_CHECK(cudaGetLastError());
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * c.rows * c.cols * c.T * st.iterations(), benchmark::Counter::kIsRate);
+  set_bandwidth_counters(st, static_cast<double>(weight_bytes(c.w)), total);
+}
+
+/// CudaFastBackend::linear (cuda/fast_linear.hpp where its plan takes the shape, else the exact
+/// kernels) for T input rows (args: rows, cols, T), timed as BM_DeviceGemv; "exact_x" is the
+/// exact policy's time over the fast one's, measured side by side in the same iterations. GB/s
+/// counts the weights once per call.
+template <WeightFormat F>
+void BM_DeviceFastGemv(benchmark::State& st) {
+  if (!need_device(st)) return;
+  DeviceGemvCase<F> c(st);
+  const bool fast = cuda_detail::fast_linear_supports(c.m.view(), c.T);
+  EventTimer t;
+  double fast_s = 0, exact_s = 0;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_linear();
+    exact_s += t.stop_seconds();
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_fast_linear();
+    const double s = t.stop_seconds() / kLaunchesPerTiming;
+    fast_s += s;
+    st.SetIterationTime(s);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
+  set_bandwidth_counters(st, static_cast<double>(weight_bytes(c.w)), fast_s);
+  st.counters["exact_x"] = fast_s > 0 ? exact_s / kLaunchesPerTiming / fast_s : 0.0;
+  const FastLinearPlan p = cuda_detail::plan_fast_linear_here(c.m.view(), c.T);
+  st.SetLabel(fast ? "fast: grid " + std::to_string(p.grid_x) + "x" + std::to_string(p.grid_y) + ", " +
+                         std::to_string(p.rows_per_block) + " rows/block, k_slice " + std::to_string(p.k_slice)
+                   : std::string("exact fallback: ") + p.reason);
 }
 
 /// Times `baseline` as the iteration and `current` in the same iterations, kLaunchesPerTiming
@@ -177,6 +242,12 @@ BENCHMARK(BM_DeviceGemvTiledDecode<WeightFormat::kFp4Block32>) DS41_DECODE_SHAPE
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kBF16>) DS41_GEMV_SHAPES_BF16 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp8Block32>) DS41_GEMV_SHAPES_FP8 DS41_GEMV_TIMING;
 BENCHMARK(BM_DeviceGemvReference<WeightFormat::kFp4Block32>) DS41_GEMV_SHAPES_FP4 DS41_GEMV_TIMING;
+// the fast policy: BM_DeviceGemv's shapes, T = 1, 2, 4, 8, 16
+#define DS41_FAST_T(r, c) ->Args({r, c, 1})->Args({r, c, 2})->Args({r, c, 4})->Args({r, c, 8})->Args({r, c, 16})
+BENCHMARK(BM_DeviceFastGemv<WeightFormat::kBF16>) DS41_FAST_T(1280, 5120) DS41_FAST_T(32768, 1280) DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceFastGemv<WeightFormat::kFp8Block32>) DS41_FAST_T(1280, 5120) DS41_FAST_T(32768, 1280)
+    DS41_FAST_T(5120, 8192) DS41_GEMV_TIMING;
+BENCHMARK(BM_DeviceFastGemv<WeightFormat::kFp4Block32>) DS41_FAST_T(2304, 5120) DS41_FAST_T(5120, 2304) DS41_GEMV_TIMING;
 
 void BM_DeviceTinyDecodeStep(benchmark::State& st) {
   if (!need_device(st)) return;
@@ -207,6 +278,51 @@ void BM_DeviceV41DecodeStep(benchmark::State& st) {
   bench::v41_decode_steps<CudaBackend>(st);
 }
 BENCHMARK(BM_DeviceV41DecodeStep)->Args({1, 256})->Args({2, 256})->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+
+/// The same V4.1-shaped decode step under a numerics policy (B: CudaBackend or CudaFastBackend),
+/// eager or as CUDA graph segments (B::GraphScope around each step; the step's executable graphs
+/// are updated in place from the second step on). of_copy: the weight bytes of a step per second
+/// against the in-process copy rate.
+template <class B, bool kGraph>
+void BM_DeviceV41DecodeStepPolicy(benchmark::State& st) {
+  if (!need_device(st)) return;
+  const int layers = static_cast<int>(st.range(0));
+  const long prompt = st.range(1);
+  const ModelConfig c = bench::v41_config(layers);
+  bench::V41SyntheticWeights w;
+  Model<B> model(c, w);
+  std::vector<int32_t> toks(prompt);
+  for (long i = 0; i < prompt; ++i) toks[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
+  model.prefill(toks);
+  int32_t tok = 1;
+  double seconds = 0;
+  for (auto _ : st) {
+    if (model.position() >= c.max_seq_len) {
+      model.release();
+      model.prefill(toks);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    if constexpr (kGraph) {
+      typename B::GraphScope scope;
+      tok = model.decode(tok).argmax;
+    } else {
+      tok = model.decode(tok).argmax;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += s;
+    st.SetIterationTime(s);
+  }
+  double bytes = bench::matrix_bytes(WeightFormat::kF32, c.vocab_size, c.dim);  // the head, read every step
+  for (int l = 0; l < layers; ++l) bytes += bench::layer_step_bytes(c, l == 0, false);
+  set_bandwidth_counters(st, bytes, seconds);
+  st.counters["tokens/s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+  st.SetLabel(std::string(B::kName) + (kGraph ? ", graphs" : ", eager") + ", " + std::to_string(layers) + " layer(s)");
+}
+#define DS41_V41_STEP ->Args({1, 256})->Args({2, 256})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20)
+BENCHMARK(BM_DeviceV41DecodeStepPolicy<CudaBackend, false>) DS41_V41_STEP;
+BENCHMARK(BM_DeviceV41DecodeStepPolicy<CudaBackend, true>) DS41_V41_STEP;
+BENCHMARK(BM_DeviceV41DecodeStepPolicy<CudaFastBackend, false>) DS41_V41_STEP;
+BENCHMARK(BM_DeviceV41DecodeStepPolicy<CudaFastBackend, true>) DS41_V41_STEP;
 
 /// Batched decode steps and a 6-token verify + rollback on the device (bench_v41.hpp; the
 /// host's bench_layer BM_V41DecodeBatch / BM_V41Verify). Not yet run on a device.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go: the device golden tests, ds41-golden --backend cuda on
-# every golden, the graph oracle, the device benchmarks and (where the machine lets it) a
-# compute-sanitizer memcheck pass; logs land in $OUT (or ./device-out).
+# every golden (exact, and --numerics fast teacher-forced), the graph oracle, the device
+# benchmarks and (where the machine lets it) a compute-sanitizer memcheck pass; logs land in $OUT
+# (or ./device-out).
 #
 # Two ways to get the binaries there (a device machine's time is short, so build here if you can):
 #   prebuilt: tests/device/prebuild.sh here, then run(command="tests/device/run.sh", carry=[".device-bin"])
@@ -52,15 +53,23 @@ for g in golden/ds41_tiny_golden.json golden/extra/*.json; do
   echo "-- $g"
   timeout 60 "$bin/ds41-golden" "$g" --backend cuda --quiet 2>&1 | tee -a "$out/golden_cuda.log" | tail -3 || status=1
 done
+step "ds41-golden --backend cuda --numerics fast (float captures within rel-L2 1e-2; discrete differences counted apart)"
+for g in golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/extra/*.json; do
+  [ -e "$g" ] || continue
+  echo "-- $g (teacher-forced)"
+  timeout 60 "$bin/ds41-golden" "$g" --backend cuda --numerics fast --force-inputs --quiet 2>&1 | tee -a "$out/golden_cuda_fast.log" | tail -3 || status=1
+done
+echo "-- golden/ds41_tiny_golden.json (free-running)"
+timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --numerics fast --quiet 2>&1 | tee -a "$out/golden_cuda_fast.log" | tail -3 || status=1
 step "graph oracle (eager vs graph-replayed decode, bit for bit)"
 timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --graph-oracle 2>&1 | tee "$out/graph_oracle.log" | tail -12 || status=1
 step "device benchmarks"
-timeout 300 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
+timeout 420 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
   --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json 2>&1 | tee "$out/bench_cuda.txt" | grep -v "^-\|^Bench" | cut -c1-150
 if [ "${DS41_DEVICE_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   step "compute-sanitizer memcheck (device vs host captures, the tiled Linear tests)"
   timeout 100 compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
-    "$bin/test_golden_cuda" -tc="*device captures against host*,*awkward shapes*,*unaligned data*,*Flash shapes*" 2>&1 | tee "$out/memcheck.log" | tail -25
+    "$bin/test_golden_cuda" -tc="*device captures against host*,*awkward shapes*,*unaligned data*,*Flash shapes*,*fast Linear against*" 2>&1 | tee "$out/memcheck.log" | tail -25
 fi
 step "done"
 exit $status
