@@ -345,8 +345,8 @@ int main(int argc, char** argv) {
     if (graph_oracle && backend != "cuda") return usage("--graph-oracle needs --backend cuda");
     if (numerics == "fast" && backend != "cuda")
       return usage("--numerics fast needs --backend cuda (the host backend has the exact numerics only)");
-    if (numerics == "fast" && (graph_oracle || streamed > 0))
-      return usage("--numerics fast does not take --graph-oracle or --streamed-experts");
+    if (numerics == "fast" && (graph_oracle || streamed > 0 || g_exact))
+      return usage("--numerics fast does not take --graph-oracle, --streamed-experts or --exact");
     if (streamed > 0 && checkpoint.empty()) return usage("--streamed-experts needs --checkpoint DIR");
     if (graph_oracle && !checkpoint.empty()) return usage("--graph-oracle does not take --checkpoint");
     if (graph_oracle && (!chunks.empty() || rewind || batch_with))

@@ -224,10 +224,13 @@ void launch_fast_linear_kernel(const FastLinearPlan& p, const float* in, long in
                                float* y, long y_stride, float* partials, OutRound round, cudaStream_t stream) {
   constexpr int R = fast_rows_per_warp(TT);
   auto kernel = fast_linear_kernel<F, TT, R>;
-  // dynamic shared memory past 48 KB needs the opt-in, once per kernel (a refusal shows as a
-  // launch error, which the caller checks)
-  static const bool opted_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    static_cast<int>(kFastSharedBudget)) == cudaSuccess;
+  // dynamic shared memory past 48 KB needs the opt-in, once per kernel, up to the limit the plan
+  // was made for (a refusal shows as a launch error, which the caller checks)
+  static const bool opted_in = [&] {
+    const size_t optin = fast_device_limits().shared_optin;
+    const int limit = static_cast<int>(optin < kFastSharedBudget ? optin : kFastSharedBudget);
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit) == cudaSuccess;
+  }();
   (void)opted_in;
   const dim3 grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.grid_y));
   kernel<<<grid, kFastThreads, p.shared_bytes, stream>>>(in, in_stride, in_scales, p.T, w, p.k_slice, y, y_stride, partials,
