@@ -468,7 +468,6 @@ struct CudaBackendT {
     DS41_CUDA_CHECK(cudaMemGetInfo(&f, &t));
     return f;
   }
-
 };
 
 /// Bit-identical to the reference (and to HostBackend).
