@@ -547,3 +547,143 @@ TEST_CASE("cuda fast: decode steps as CUDA graphs give the eager steps' logits")
   }
   CudaFastBackend::release_graphs();
 }
+
+// ---------------------------------------------------------------------------- fast attention
+// The fast policy's sparse attention and index scores (cuda/fast_attention.hpp) against the exact
+// operations (CudaBackend's), within the tolerances of tests/fast_attention_emulation.hpp, at V4.1
+// and tiny-golden shapes; and how many outputs match the host emulation of the kernels' order bit
+// for bit (reported, not required: the emulation is checked on the host, test_fast_attention_plan).
+#include "ds41/backend/cuda/fast_attention.hpp"
+#include "fast_attention_emulation.hpp"
+#include "same_bits.hpp"
+
+namespace {
+
+template <class T>
+DeviceBuffer<T> fast_attn_upload(const std::vector<T>& v) {
+  auto d = CudaBackend::alloc<T>(v.size());
+  CudaBackend::upload(d.data(), v.data(), v.size());
+  return d;
+}
+template <class T>
+std::vector<T> fast_attn_download(const DeviceBuffer<T>& d, size_t n) {
+  std::vector<T> v(n);
+  CudaBackend::download(v.data(), d.data(), n);
+  return v;
+}
+
+/// Fast and exact device sparse attention on random bf16 q and kv (a fifth of the slots masked,
+/// row `all_masked` entirely, head 1's sink -inf); `q_offset` floats of lead before q (1: rows
+/// off 16 bytes, the kernel's scalar staging). Returns outputs outside the tolerance.
+long fast_attention_case(long T, int H, int D, int ncols, long all_masked, float spread, long q_offset, std::mt19937& rng) {
+  CAPTURE(T);
+  CAPTURE(H);
+  CAPTURE(D);
+  CAPTURE(ncols);
+  CAPTURE(q_offset);
+  const int rows = std::max(ncols, 8);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(q_offset + T * H * D), kv(static_cast<size_t>(rows) * D), sink(H);
+  for (auto& v : q) v = bf16_round(nd(rng));
+  for (auto& v : kv) v = bf16_round(nd(rng));
+  for (int h = 0; h < H; ++h) sink[h] = h == 1 ? -INFINITY : nd(rng);
+  std::vector<int32_t> idx(T * ncols);
+  for (long t = 0; t < T; ++t)
+    for (int j = 0; j < ncols; ++j) idx[t * ncols + j] = (t == all_masked || rng() % 5 == 0) ? -1 : static_cast<int32_t>(rng() % rows);
+  const float scale = spread / std::sqrt(static_cast<float>(D));
+  auto dq = fast_attn_upload(q), dkv = fast_attn_upload(kv), dsink = fast_attn_upload(sink);
+  auto didx = fast_attn_upload(idx);
+  auto o_fast = CudaBackend::alloc<float>(T * H * D), o_exact = CudaBackend::alloc<float>(T * H * D);
+  cuda_detail::fast_sparse_attention(dq.data() + q_offset, dkv.data(), D, didx.data(), ncols, T, H, dsink.data(), scale,
+                                     o_fast.data());
+  CudaBackend::sparse_attention(dq.data() + q_offset, dkv.data(), D, didx.data(), ncols, T, H, dsink.data(), scale,
+                                o_exact.data());
+  CudaBackend::sync();
+  const std::vector<float> fast = fast_attn_download(o_fast, T * H * D), exact = fast_attn_download(o_exact, T * H * D);
+  const fast_attn::SparseAttnPlan plan = fast_attn::plan_sparse_attention(T, H, D, ncols, cuda_detail::attention_device_limits());
+  std::vector<float> emulated(T * H * D);
+  if (plan.tiled)
+    testing::emulate_fast_sparse_attention(q.data() + q_offset, kv.data(), D, idx.data(), ncols, T, H, sink.data(), scale,
+                                           plan, emulated.data());
+  std::vector<double> weighted(D);
+  long bad = 0, same_exact = 0, same_emulated = 0;
+  for (long t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      testing::sparse_attention_tolerance(q.data() + q_offset, kv.data(), D, idx.data(), ncols, h, H, t, sink.data(), scale,
+                                          weighted.data());
+      for (int d = 0; d < D; ++d) {
+        const long i = (t * H + h) * D + d;
+        bad += !testing::within_attention_tolerance(fast[i], exact[i], weighted[d]);
+        same_exact += testing::same_bits(fast[i], exact[i]);
+        same_emulated += plan.tiled && testing::same_bits(fast[i], emulated[i]);
+      }
+    }
+  MESSAGE("fast sparse attention T=" << T << " H=" << H << " D=" << D << " ncols=" << ncols << " (splits " << plan.splits
+                                     << ", tile " << plan.tile_keys << "): " << same_exact << " of " << T * H * D
+                                     << " bit-identical to the exact kernel, " << same_emulated << " to the host emulation");
+  if (all_masked >= 0 && all_masked < T)  // 0 with a finite sink, NaN with head 1's -inf one: the exact values
+    for (int h = 0; h < H; ++h) CHECK((h == 1 ? std::isnan(fast[(all_masked * H + h) * D]) : fast[(all_masked * H + h) * D] == 0.0f));
+  return bad;
+}
+
+/// Fast and exact device index scores on random q, keys (bf16 values, or full float32) and bf16
+/// head weights. Returns scores outside the tolerance; `same` counts bit-identical ones.
+long fast_index_case(long T, int H, int Di, long nk, bool f32_inputs, bool small_bmm, long& same, std::mt19937& rng) {
+  CAPTURE(T);
+  CAPTURE(H);
+  CAPTURE(Di);
+  CAPTURE(nk);
+  CAPTURE(f32_inputs);
+  CAPTURE(small_bmm);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(T * H * Di), w(T * H), k(nk * Di);
+  for (auto& v : q) v = f32_inputs ? nd(rng) : bf16_round(nd(rng));
+  for (auto& v : k) v = f32_inputs ? nd(rng) : bf16_round(nd(rng));
+  for (auto& v : w) v = bf16_round(nd(rng) * 0.1f);
+  auto dq = fast_attn_upload(q), dw = fast_attn_upload(w), dk = fast_attn_upload(k);
+  auto s_fast = CudaBackend::alloc<float>(T * nk), s_exact = CudaBackend::alloc<float>(T * nk);
+  cuda_detail::fast_index_scores(dq.data(), dw.data(), dk.data(), T, H, Di, nk, small_bmm, s_fast.data());
+  CudaBackend::index_scores(dq.data(), dw.data(), dk.data(), T, H, Di, nk, small_bmm, s_exact.data());
+  CudaBackend::sync();
+  const std::vector<float> fast = fast_attn_download(s_fast, T * nk), exact = fast_attn_download(s_exact, T * nk);
+  long bad = 0;
+  same = 0;
+  for (long t = 0; t < T; ++t)
+    for (long j = 0; j < nk; ++j) {
+      const long i = t * nk + j;
+      same += testing::same_bits(fast[i], exact[i]);
+      bad += !testing::within_index_tolerance(fast[i], exact[i], q.data() + t * H * Di, w.data() + t * H, k.data() + j * Di, H, Di);
+    }
+  MESSAGE("fast index scores T=" << T << " H=" << H << " Di=" << Di << " nk=" << nk << (f32_inputs ? " f32" : " bf16")
+                                 << " inputs: " << same << " of " << T * nk << " bit-identical to the exact kernel");
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("cuda fast attention: sparse attention within the tolerance of the exact kernel") {
+  std::mt19937 rng(404);
+  for (long T : {1L, 4L, 16L}) CHECK(fast_attention_case(T, 64, 512, 640, T > 1 ? 2 : -1, 1.0f, 0, rng) == 0);  // V4.1 decode, 2k context
+  CHECK(fast_attention_case(1, 64, 512, 144, -1, 4.0f, 0, rng) == 0);  // a ratio-128 layer: window + 16 rows
+  CHECK(fast_attention_case(3, 64, 512, 640, 0, 1.0f, 1, rng) == 0);   // rows off 16 bytes: scalar staging
+  CHECK(fast_attention_case(64, 64, 512, 640, 5, 1.0f, 0, rng) == 0);  // a prefill chunk's rows
+  CHECK(fast_attention_case(3, 4, 64, 12, 1, 1.0f, 0, rng) == 0);      // tiny golden
+  CHECK(fast_attention_case(9, 4, 64, 12, -1, 8.0f, 0, rng) == 0);
+  CHECK(fast_attention_case(2, 12, 7, 130, 0, 2.0f, 0, rng) == 0);     // odd D, uneven head groups
+  CHECK(fast_attention_case(2, 4, 64, 0, -1, 1.0f, 0, rng) == 0);      // no slots: the untiled kernel
+}
+
+TEST_CASE("cuda fast attention: index scores within the tolerance of the exact kernel") {
+  std::mt19937 rng(505);
+  long same = 0;
+  for (long T : {1L, 4L, 16L}) {  // V4.1: 32 heads x 128 over a 2k context's 512 keys
+    CHECK(fast_index_case(T, 32, 128, 512, false, false, same, rng) == 0);
+    CHECK(same == T * 512);  // bf16 inputs: every product exact, so fmaf rounds as multiply-then-add
+    CHECK(fast_index_case(T, 32, 128, 512, true, false, same, rng) == 0);
+  }
+  CHECK(fast_index_case(1, 32, 128, 4096, true, false, same, rng) == 0);  // a 16k context
+  CHECK(fast_index_case(300, 32, 128, 256, true, false, same, rng) == 0);  // prefill rows
+  CHECK(fast_index_case(2, 5, 33, 17, true, false, same, rng) == 0);       // odd Di: scalar staging
+  CHECK(fast_index_case(1, 2, 32, 5, true, true, same, rng) == 0);         // tiny golden, small bmm: the exact bits
+  CHECK(same == 5);
+}

@@ -2,7 +2,7 @@
 // the per-head sink and for the indexer's scores: cuda_detail::fast_sparse_attention and
 // cuda_detail::fast_index_scores, with CudaBackend::sparse_attention's and index_scores' parameters,
 // launched on the backend stream. Include from a .cu file after ds41/backend/cuda.hpp (its
-// backend_stream, DeviceBuffer and DS41_CUDA_CHECK).
+// backend_stream, fast_workspace and DS41_CUDA_CHECK).
 //
 // Why: the exact operations run one thread per (row, head) or per (row, key), each a sum in the
 // reference's order: a decode step's 64 heads are 64 threads walking 640 x 512 products one at a
@@ -281,12 +281,10 @@ inline void fast_sparse_attention(const float* q, const float* kv, int D, const 
     DS41_CUDA_CHECK(cudaGetLastError());
     return;
   }
-  DeviceBuffer<float> part_acc, part_state;  // freed on return (deferred while a graph is captured)
-  if (a.plan.splits > 1) {
-    part_acc = DeviceBuffer<float>(static_cast<size_t>(T) * H * a.plan.splits * D);
-    part_state = DeviceBuffer<float>(static_cast<size_t>(T) * H * a.plan.splits * 2);
-    a.part_acc = part_acc.data();
-    a.part_state = part_state.data();
+  if (a.plan.splits > 1) {  // the partial states: the fast policy's grow-only workspace (cuda.hpp), stream-ordered
+    const size_t states = static_cast<size_t>(T) * H * a.plan.splits;
+    a.part_acc = fast_workspace(states * (D + 2));
+    a.part_state = a.part_acc + states * D;
   }
   static const bool opted_in = (attn_allow_full_shared_memory(fast_sparse_attention_kernel), true);
   (void)opted_in;
