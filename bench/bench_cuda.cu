@@ -342,4 +342,109 @@ BENCHMARK(BM_DeviceV41Verify)->ArgNames({"layers", "draft"})->Args({2, 6})->UseR
 
 }  // namespace
 
+// ---------------------------------------------------------------------------- fast attention
+// The fast policy's sparse attention and index scores (cuda/fast_attention.hpp) beside the exact
+// operations (CudaBackend's: a thread per (row, head) / per (row, key)) at V4.1 decode shapes: 64
+// heads x 512 over a 2k context's 128 window + 512 compressed rows, 32 index heads x 128 over its
+// 512 index keys; T = 1, 4, 16 query rows. Time per call over kLaunchesPerTiming calls; bytes/s
+// counts what each call must read: per query row its gathered KV rows, its q and its index list
+// (attention), the keys once and every row's q and head weights (index scores).
+#include "ds41/backend/cuda/fast_attention.hpp"
+
+namespace {
+
+struct DeviceAttentionCase {
+  static constexpr int H = 64, D = 512, kWindow = 128, kTopk = 512;
+  long T;
+  int ncols = kWindow + kTopk;
+  CudaBackend::Buffer<float> q, kv, sink, out;
+  CudaBackend::Buffer<int32_t> idx;
+  explicit DeviceAttentionCase(long rows) : T(rows) {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> hq(T * H * D), hkv(static_cast<size_t>(ncols) * D), hs(H);
+    for (auto& v : hq) v = bf16_round(nd(rng));
+    for (auto& v : hkv) v = bf16_round(nd(rng));
+    for (auto& v : hs) v = nd(rng);
+    std::vector<int32_t> hidx(T * ncols);
+    for (long t = 0; t < T; ++t)  // the window's rows in order, then the compressed rows shuffled (the top-k)
+      for (int j = 0; j < ncols; ++j) hidx[t * ncols + j] = j < kWindow ? j : kWindow + static_cast<int32_t>((j * 7919L + t) % kTopk);
+    q = CudaBackend::alloc<float>(hq.size());
+    kv = CudaBackend::alloc<float>(hkv.size());
+    sink = CudaBackend::alloc<float>(H);
+    out = CudaBackend::alloc<float>(hq.size());
+    idx = CudaBackend::alloc<int32_t>(hidx.size());
+    CudaBackend::upload(q.data(), hq.data(), hq.size());
+    CudaBackend::upload(kv.data(), hkv.data(), hkv.size());
+    CudaBackend::upload(sink.data(), hs.data(), hs.size());
+    CudaBackend::upload(idx.data(), hidx.data(), hidx.size());
+  }
+  double bytes() const { return static_cast<double>(T) * (static_cast<double>(ncols) * D * 4 + H * D * 4 + ncols * 4); }
+};
+
+template <bool kFast>
+void BM_DeviceSparseAttentionT(benchmark::State& st) {
+  if (!need_device(st)) return;
+  DeviceAttentionCase c(st.range(0));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
+  const auto run = [&] {
+    if constexpr (kFast)
+      cuda_detail::fast_sparse_attention(c.q.data(), c.kv.data(), c.D, c.idx.data(), c.ncols, c.T, c.H, c.sink.data(), scale, c.out.data());
+    else
+      CudaBackend::sparse_attention(c.q.data(), c.kv.data(), c.D, c.idx.data(), c.ncols, c.T, c.H, c.sink.data(), scale, c.out.data());
+  };
+  run();  // the first call sets up the workspace and the kernel's shared-memory limit
+  EventTimer t;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
+    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * c.bytes()));
+}
+void BM_DeviceFastSparseAttention(benchmark::State& st) { BM_DeviceSparseAttentionT<true>(st); }
+void BM_DeviceExactSparseAttention(benchmark::State& st) { BM_DeviceSparseAttentionT<false>(st); }
+BENCHMARK(BM_DeviceFastSparseAttention)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DeviceExactSparseAttention)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+template <bool kFast>
+void BM_DeviceIndexScoresT(benchmark::State& st) {
+  if (!need_device(st)) return;
+  constexpr int H = 32, Di = 128;
+  constexpr long nk = 2048 / 4;
+  const long T = st.range(0);
+  std::mt19937 rng(19);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> hq(T * H * Di), hw(T * H), hk(nk * Di);
+  for (auto* v : {&hq, &hw, &hk})
+    for (auto& x : *v) x = bf16_round(nd(rng));
+  auto q = CudaBackend::alloc<float>(hq.size()), w = CudaBackend::alloc<float>(hw.size()), k = CudaBackend::alloc<float>(hk.size());
+  auto out = CudaBackend::alloc<float>(T * nk);
+  CudaBackend::upload(q.data(), hq.data(), hq.size());
+  CudaBackend::upload(w.data(), hw.data(), hw.size());
+  CudaBackend::upload(k.data(), hk.data(), hk.size());
+  const auto run = [&] {
+    if constexpr (kFast)
+      cuda_detail::fast_index_scores(q.data(), w.data(), k.data(), T, H, Di, nk, false, out.data());
+    else
+      CudaBackend::index_scores(q.data(), w.data(), k.data(), T, H, Di, nk, false, out.data());
+  };
+  run();
+  EventTimer t;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
+    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * 4.0 * (nk * Di + T * H * Di + T * H)));
+}
+void BM_DeviceFastIndexScores(benchmark::State& st) { BM_DeviceIndexScoresT<true>(st); }
+void BM_DeviceExactIndexScores(benchmark::State& st) { BM_DeviceIndexScoresT<false>(st); }
+BENCHMARK(BM_DeviceFastIndexScores)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DeviceExactIndexScores)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
 BENCHMARK_MAIN();
