@@ -150,6 +150,27 @@ TEST_CASE("ChunkPlan cuts a chunk where a layer-major run would read a cache row
   CHECK(plan.split(16, 24, {1, 0}, 256) == std::vector<long>{7, 8, 8, 1});
 }
 
+TEST_CASE("a top-k naming compressed rows past a layer's KV is refused, as the reference's gather fails") {
+  // cons_r8r4 with its ratios swapped: layer 2 (ratio 8) reads the top-k of layer 1's indexer
+  // (ratio 4), which names positions up to (pos + 1) / 4, past the (pos + 1) / 8 rows layer 2's KV
+  // holds. The reference's torch.gather fails (index out of range); ds41 must say so, not read
+  // past its buffer (it did: AddressSanitizer, heap-buffer-overflow in the host sparse attention).
+  golden::Golden g = golden::load(DS41_GOLDEN_DIR "/extra/cons_r8r4.json");
+  g.config.compress_ratios = {0, 4, 8};
+  const WeightSet w = golden::regenerate_weights(g);
+  Model<HostBackend> m(g.config, w);
+  Seq s = m.make_sequence();
+  std::string what;
+  try {
+    m.extend(s, g.prompt_tokens);
+    for (int32_t t : g.decode_tokens) m.extend(s, {t});
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  CHECK(what.find("layer 1's indexer, ratio 4") != std::string::npos);
+  CHECK(what.find("index out of range") != std::string::npos);
+}
+
 TEST_CASE("a batch of sequences at different lengths gives each row the bits it gives alone") {
   for (const std::string& path : fixtures()) {
     CAPTURE(path);

@@ -63,6 +63,9 @@ class CompressedAttnT {
     rope_ = RopeTables<B>(rp, c.max_seq_len);
     if (kv_source_) compressor_ = CompressorT<B>(c, w, p + "compressor.", ratio_);
     if (index_source_) indexer_ = IndexerT<B>(c, w, p + "indexer.", layer);
+    for (int l : c.index_source_layers)  // the top-k this layer reads: its own, else the last one before it
+      if (l <= layer && c.ratio(l) > 0 && (topk_layer_ < 0 || l > topk_layer_)) topk_layer_ = l;
+    if (topk_layer_ >= 0) topk_ratio_ = c.ratio(topk_layer_);
   }
 
   State make_state() const {
@@ -295,19 +298,26 @@ class CompressedAttnT {
     DS41_CHECK(shared.compress_kv != nullptr, "attention layer ", layer_, ": no compressed KV published");
     // shared_attn.compress_kv[:, :end // ratio]: a consumer of a larger ratio's (smaller) cache reads
     // only the rows that cache holds
-    if (comp_len > shared.compress_kv_rows) {
-      comp_len = shared.compress_kv_rows;
+    const bool capped = comp_len > shared.compress_kv_rows;
+    if (capped) comp_len = shared.compress_kv_rows;
+    // The top-k of an index source of a smaller ratio than this layer's names positions up to its
+    // own (start + T) / ratio, past the rows this layer's KV holds: the reference's gather then
+    // fails (index out of range), so this is checked (a download) where it can happen.
+    if (capped || (k > 0 && (start + T) / topk_ratio_ > comp_len)) {
       std::vector<int32_t> h(static_cast<size_t>(T * k));
       if (!h.empty()) B::download(h.data(), comp_idx.data(), h.size());
       for (int32_t i : h)  // window rows come first: compressed row j is index offset + j
-        DS41_CHECK(i < offset + comp_len, "attention layer ", layer_, ": top-k position ", i - offset, " lies past the ", comp_len,
-                   " rows of layer ", shared.compress_kv_layer, "'s compressed KV (max_seq_len / its ratio); the "
-                   "reference fails here too (index out of range)");
+        DS41_CHECK(i < offset + comp_len, "attention layer ", layer_, " (ratio ", ratio_, "): top-k position ", i - offset,
+                   " (layer ", topk_layer_, "'s indexer, ratio ", topk_ratio_, ") lies past the ", comp_len,
+                   " compressed rows this layer reads (", capped ? "layer " + std::to_string(shared.compress_kv_layer) +
+                   "'s cache holds max_seq_len / its ratio" : "(position + 1) / its ratio", "); the reference fails here "
+                   "too (index out of range in sparse_attn's gather)");
     }
     return shared.compress_kv;
   }
 
   int layer_ = 0, dim_ = 0, H_ = 0, D_ = 0, rd_ = 0, qr_ = 0, G_ = 1, R_ = 0, W_ = 0, ratio_ = 0;
+  int topk_layer_ = -1, topk_ratio_ = 1;  // the index source whose top-k this layer reads
   bool kv_source_ = false, index_source_ = false;
   float eps_ = 0, scale_ = 0;
   long max_seq_ = 0;
