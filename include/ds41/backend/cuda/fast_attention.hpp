@@ -1,8 +1,10 @@
 // ds41/backend/cuda/fast_attention.hpp — the fast-numerics device kernels for sparse attention with
 // the per-head sink and for the indexer's scores: cuda_detail::fast_sparse_attention and
 // cuda_detail::fast_index_scores, with CudaBackend::sparse_attention's and index_scores' parameters,
-// launched on the backend stream. Include from a .cu file after ds41/backend/cuda.hpp (its
-// backend_stream, fast_workspace and DS41_CUDA_CHECK).
+// launched on the backend stream. Include at global scope once cuda.hpp's backend_stream,
+// fast_workspace and DS41_CUDA_CHECK are defined: from a .cu file after ds41/backend/cuda.hpp, or
+// from cuda.hpp itself between `}  // namespace ds41` and `namespace ds41 {` after its first
+// cuda_detail block (what its FastNumerics dispatch needs).
 //
 // Why: the exact operations run one thread per (row, head) or per (row, key), each a sum in the
 // reference's order: a decode step's 64 heads are 64 threads walking 640 x 512 products one at a
@@ -379,8 +381,11 @@ __global__ void fast_index_scores_untiled_kernel(FastIndexArgs a) {
 /// The indexer's scores under fast numerics: CudaBackend::index_scores' parameters and semantics,
 /// out[t, j] = bf16(Σ_h bf16(relu(bf16(q[t, h]·k[j]))·w[t, h])) with q [T, H, Di], w [T, H],
 /// keys [nk, Di]. The q·k sums are fused multiply-adds in d order (the exact path: multiply then
-/// add); the head sum is in h order as the reference's. small_bmm: the exact path's tiny-bmm sum,
-/// bit for bit (see the untiled kernel). Tiling: plan_index_scores.
+/// add); the head sum is in h order as the reference's. Where every product q_d·k_d is exact in
+/// float32 — the model's q and keys are fp4 round trips with power-of-two scales, and any bf16
+/// values qualify — a fused multiply-add rounds as the add alone does, so these are the exact
+/// path's bits. small_bmm: the exact path's tiny-bmm sum, bit for bit (see the untiled kernel).
+/// Tiling: plan_index_scores.
 inline void fast_index_scores(const float* q, const float* w, const float* keys, long T, int H, int Di, long nk,
                               bool small_bmm, float* out) {
   if (T <= 0 || nk <= 0) return;
