@@ -447,4 +447,45 @@ BENCHMARK(BM_DeviceExactIndexScores)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->Use
 
 }  // namespace
 
+// The one-block-a-row top-k (cuda/block_topk.hpp) beside topk_rows (CUB's segmented sort, with its
+// temporary buffers and synchronisation per call): the indexer's top-512 of T rows of nk scores
+// (nk = 512: a 2k context; 2048: an 8k one). Time per call; bytes/s counts the scores read.
+#include "ds41/backend/cuda/block_topk.hpp"
+
+namespace {
+
+template <bool kBlock>
+void BM_DeviceTopkT(benchmark::State& st) {
+  if (!need_device(st)) return;
+  const long T = st.range(0);
+  const int n = static_cast<int>(st.range(1)), k = 512;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> hv(T * n);
+  for (auto& x : hv) x = bf16_round(nd(rng));
+  auto v = CudaBackend::alloc<float>(hv.size());
+  auto idx = CudaBackend::alloc<int32_t>(T * k);
+  CudaBackend::upload(v.data(), hv.data(), hv.size());
+  const auto run = [&] {
+    if constexpr (kBlock) cuda_detail::block_topk_rows(v.data(), T, n, k, idx.data());
+    else CudaBackend::topk_rows(v.data(), T, n, k, idx.data());
+  };
+  run();
+  EventTimer t;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
+    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * T * n * 4);
+}
+void BM_DeviceBlockTopk(benchmark::State& st) { BM_DeviceTopkT<true>(st); }
+void BM_DeviceTopkRows(benchmark::State& st) { BM_DeviceTopkT<false>(st); }
+#define DS41_TOPK_SHAPES ->ArgNames({"T", "nk"})->Args({1, 512})->Args({4, 512})->Args({16, 512})->Args({1, 2048})->Args({16, 2048})
+BENCHMARK(BM_DeviceBlockTopk) DS41_TOPK_SHAPES->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DeviceTopkRows) DS41_TOPK_SHAPES->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
 BENCHMARK_MAIN();

@@ -687,3 +687,33 @@ TEST_CASE("cuda fast attention: index scores within the tolerance of the exact k
   CHECK(fast_index_case(1, 2, 32, 5, true, true, same, rng) == 0);         // tiny golden, small bmm: the exact bits
   CHECK(same == 5);
 }
+
+// The one-block-a-row top-k (cuda/block_topk.hpp) against topk_rows: the same indices in the same
+// order, ties, -inf (masked) entries and NaN included.
+#include "ds41/backend/cuda/block_topk.hpp"
+
+TEST_CASE("cuda fast attention: block top-k gives topk_rows' indices in topk_rows' order") {
+  std::mt19937 rng(606);
+  struct Shape {
+    long rows;
+    int n, k;
+  };
+  for (const Shape s : {Shape{1, 512, 512}, Shape{4, 512, 512}, Shape{16, 2048, 512}, Shape{3, 4096, 512},
+                        Shape{2, 4096, 4096}, Shape{5, 5, 4}, Shape{7, 300, 1}, Shape{2, 1000, 999}}) {
+    CAPTURE(s.rows);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    std::vector<float> v(s.rows * s.n);
+    for (auto& x : v) {  // coarse values (many ties), a tenth -inf, a few NaN, +0 and -0
+      const unsigned c = rng() % 100;
+      x = c < 10 ? -INFINITY : c == 10 ? NAN : c == 11 ? 0.0f : c == 12 ? -0.0f : bf16_round(static_cast<float>(static_cast<int>(rng() % 64) - 32) / 8);
+    }
+    auto dv = fast_attn_upload(v);
+    auto a = CudaBackend::alloc<int32_t>(s.rows * s.k), b = CudaBackend::alloc<int32_t>(s.rows * s.k);
+    REQUIRE(cuda_detail::block_topk_rows(dv.data(), s.rows, s.n, s.k, a.data()));
+    CudaBackend::topk_rows(dv.data(), s.rows, s.n, s.k, b.data());
+    CudaBackend::sync();
+    CHECK(fast_attn_download(a, s.rows * s.k) == fast_attn_download(b, s.rows * s.k));
+  }
+  CHECK_FALSE(cuda_detail::block_topk_rows(nullptr, 1, 4097, 512, nullptr));  // more than a block's 4096: not taken
+}
