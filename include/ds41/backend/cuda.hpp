@@ -98,6 +98,11 @@ inline float* fast_workspace(size_t floats) {
   return ws.p;
 }
 }  // namespace cuda_detail
+}  // namespace ds41
+// the fast policy's attention kernels need the stream, the workspace and DS41_CUDA_CHECK above
+#include "cuda/block_topk.hpp"
+#include "cuda/fast_attention.hpp"
+namespace ds41 {
 
 /// An owning device array (cudaMalloc, zero-initialised). Move-only.
 template <class T>
@@ -392,26 +397,32 @@ struct CudaBackendT {
 
   /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
   /// sort on an orderable composite key).
-  // ---- operations each backend does its own way (HostBackend has the same names, the same bits);
-  // here, for now, one thread per output of the shared DS41_HD formulas
+  // ---- operations each backend does its own way (HostBackend has the same names; the exact
+  // policy the same bits): one thread per output of the shared DS41_HD formulas, or the fast
+  // policy's kernels
 
-  // ---- FAST-ATTENTION DISPATCH POINT (the one place): under FastNumerics, sparse_attention and
-  // index_scores are to call the kernels of cuda/fast_attention.hpp (written separately) in an
-  // `if constexpr (kFast)` branch at the top of each of the two functions below. Until then both
-  // policies run the reference formulas here.
-
-  /// Sparse attention with a per-head sink (attention_math.hpp): one thread per (row, head).
+  /// Sparse attention with a per-head sink (attention_math.hpp): exact, one thread per (row,
+  /// head); fast, cuda/fast_attention.hpp (KV tiles shared by a block's heads, split lists).
   static void sparse_attention(const float* q, const float* kv, int D, const int32_t* idx, int ncols, long T, int H,
                                const float* sink, float scale, float* out) {
+    if constexpr (kFast) {
+      cuda_detail::fast_sparse_attention(q, kv, D, idx, ncols, T, H, sink, scale, out);
+      return;
+    }
     for_each(T * H, [=] __device__(long e) {
       const long t = e / H;
       const int h = static_cast<int>(e % H);
       sparse_attn_head(q + e * D, kv, D, idx + t * ncols, ncols, D, sink[h], scale, out + e * D);
     });
   }
-  /// The indexer's scores (compress_math.hpp): one thread per (row, key).
+  /// The indexer's scores (compress_math.hpp): exact, one thread per (row, key); fast,
+  /// cuda/fast_attention.hpp (q and key tiles staged in shared memory).
   static void index_scores(const float* q, const float* w, const float* keys, long T, int H, int Di, long nk,
                            bool small_bmm, float* out) {
+    if constexpr (kFast) {
+      cuda_detail::fast_index_scores(q, w, keys, T, H, Di, nk, small_bmm, out);
+      return;
+    }
     for_each(T * nk, [=] __device__(long e) {
       const long t = e / nk, j = e % nk;
       out[e] = index_score_entry(q + t * H * Di, w + t * H, keys + j * Di, H, Di, small_bmm);
@@ -438,6 +449,10 @@ struct CudaBackendT {
 
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
+    // the fast policy sorts a row of up to 4096 scores in one block (cuda/block_topk.hpp): the
+    // same keys, so the same selection, without the segmented sort's buffers and sync
+    if constexpr (kFast)
+      if (cuda_detail::block_topk_rows(v, rows, n, k, idx)) return;
     const long total = rows * static_cast<long>(n);
     DS41_CHECK(total < (1L << 31) - 1, "CudaBackend::topk_rows: ", rows, " x ", n,
                " scores exceed CUB's 32-bit item count; split the rows");
