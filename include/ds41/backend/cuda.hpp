@@ -284,9 +284,10 @@ class GraphScope {
 };
 }  // namespace cuda_detail
 
-/// The device backend under a numerics policy (cuda/numerics.hpp). Every operation but linear()
-/// is the reference one in both policies for now; linear() takes the fast kernels
-/// (cuda/fast_linear.hpp) under FastNumerics where their plan accepts the shape.
+/// The device backend under a numerics policy (cuda/numerics.hpp). Under FastNumerics, linear()
+/// takes the fast kernels (cuda/fast_linear.hpp) where their plan accepts the shape, sparse
+/// attention and index scores theirs (cuda/fast_attention.hpp), topk_rows a one-block sort; every
+/// other operation is the reference one in both policies.
 template <class Numerics>
 struct CudaBackendT {
   using NumericsPolicy = Numerics;
@@ -395,8 +396,6 @@ struct CudaBackendT {
     cuda_detail::check_launch("linear");
   }
 
-  /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
-  /// sort on an orderable composite key).
   // ---- operations each backend does its own way (HostBackend has the same names; the exact
   // policy the same bits): one thread per output of the shared DS41_HD formulas, or the fast
   // policy's kernels
@@ -447,6 +446,8 @@ struct CudaBackendT {
     });
   }
 
+  /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
+  /// sort on an orderable composite key).
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
     // the fast policy sorts a row of up to 4096 scores in one block (cuda/block_topk.hpp): the
