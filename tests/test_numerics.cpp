@@ -359,6 +359,30 @@ TEST_CASE("top-k: descending, lower index first on ties, unreachable (-inf, high
   CHECK(sel[3] == -1);
 }
 
+TEST_CASE("the device sorts' key orders scores as topk_before does, -0 with +0 by index") {
+  // CudaBackend::topk_rows and the fast policy's block sort take the k largest keys: that must be
+  // topk_row's selection, so the descending key order is topk_before's total order
+  std::mt19937 rng(7);
+  const float pool[] = {0.0f, -0.0f, 1.5f, -1.5f, -INFINITY, INFINITY, NAN, 3e-39f, -3e-39f, 2.0f};
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<float> v(n);
+    for (float& x : v) x = pool[rng() % std::size(pool)];
+    std::vector<int> by_key(n), by_before(n);
+    for (int i = 0; i < n; ++i) by_key[i] = by_before[i] = i;
+    std::sort(by_key.begin(), by_key.end(), [&](int a, int b) { return topk_order_key(v[a], a) > topk_order_key(v[b], b); });
+    const auto val = [&](int i) { return std::isnan(v[i]) ? -INFINITY : v[i]; };
+    std::sort(by_before.begin(), by_before.end(), [&](int a, int b) { return topk_before(val(a), a, val(b), b); });
+    CHECK(by_key == by_before);
+    std::vector<int> ref(n);
+    topk_row(v.data(), n, n, ref.data(), nullptr);
+    CHECK(by_key == ref);
+  }
+  // -0 at column 1, +0 at column 3: equal values, the lower column first (a distinct key each)
+  CHECK(topk_order_key(-0.0f, 1) > topk_order_key(0.0f, 3));
+  CHECK(topk_order_key(0.0f, 1) > topk_order_key(-0.0f, 3));
+}
+
 TEST_CASE("top-k by selection (the host's topk_rows) gives topk_row's indices in topk_row's order") {
   std::mt19937 rng(43);
   std::normal_distribution<float> gauss;

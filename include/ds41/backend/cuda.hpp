@@ -161,18 +161,13 @@ __global__ void fill_kernel(T* p, size_t n, T v) {
     p[i] = v;
 }
 
-/// Orderable 64-bit key: sorting descending gives topk_before's order (value desc, lower index
-/// first among equal finite values, higher index first among -inf).
+/// Each score's sort key (core/topk.hpp's topk_order_key: descending is topk_before's order) and
+/// its column.
 __global__ void topk_keys_kernel(const float* v, long rows, int n, unsigned long long* keys, int* vals) {
   long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
   if (i >= rows * n) return;
-  int col = static_cast<int>(i % n);
-  float x = v[i];
-  if (is_nan(x)) x = -INFINITY;
-  uint32_t b = f32_bits(x);
-  uint32_t ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone in x
-  uint32_t tie = (x == -INFINITY) ? static_cast<uint32_t>(col) : ~static_cast<uint32_t>(col);
-  keys[i] = (static_cast<unsigned long long>(ord) << 32) | tie;
+  const int col = static_cast<int>(i % n);
+  keys[i] = topk_order_key(v[i], col);
   vals[i] = col;
 }
 

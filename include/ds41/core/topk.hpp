@@ -15,6 +15,19 @@ DS41_HD bool topk_before(float va, int ia, float vb, int ib) {
   return ia < ib;
 }
 
+/// A 64-bit key of (value, index) whose descending order is topk_before's (NaN taken as -inf, as
+/// topk_row does), for the device's sorts (CudaBackend::topk_rows, the fast policy's block sort):
+/// the value's bits made monotone, then the index (lower first, higher first among -inf). -0 and
+/// +0 compare equal in topk_before, so they get one key: their order is by index.
+DS41_HD unsigned long long topk_order_key(float x, int col) {
+  if (is_nan(x)) x = -INFINITY;
+  if (x == 0.0f) x = 0.0f;  // -0 -> +0
+  const uint32_t b = f32_bits(x);
+  const uint32_t ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone in x
+  const uint32_t tie = (x == -INFINITY) ? static_cast<uint32_t>(col) : ~static_cast<uint32_t>(col);
+  return (static_cast<unsigned long long>(ord) << 32) | tie;
+}
+
 /// Writes the k best of v[0..n) to idx[0..k) (and their values to val when non-null), best first.
 /// Requires k <= n. NaN never occurs in the reference's selections and is treated as -inf.
 DS41_HD void topk_row(const float* v, int n, int k, int* idx, float* val) {

@@ -7,8 +7,8 @@
 // pays them every layer, and the synchronisation ends a graph segment). A row the indexer scores at
 // decode (nk = context / 4 keys) fits one block: one launch, no allocation, no synchronisation.
 //
-// The same result as topk_rows, not just the same set: both sort the same 64-bit keys (the value's
-// order bits over the column's tie bits, topk_keys_kernel's formula, topk_sort_key here), which are
+// The same result as topk_rows, not just the same set: both sort the same 64-bit keys
+// (core/topk.hpp's topk_order_key: the value's order bits over the column's tie bits), which are
 // distinct within a row, so any correct descending sort puts them in one order. (This CCCL, 13.0,
 // has no block-level top-k; a full block sort of a row is the simple exact one.)
 #pragma once
@@ -18,23 +18,12 @@
 #include <cuda_runtime.h>
 #include <cub/block/block_radix_sort.cuh>
 #include <cstdint>
-#include "../../core/numeric.hpp"
+#include "../../core/topk.hpp"
 
 namespace ds41::cuda_detail {
 
 constexpr int kBlockTopkThreads = 256;
 constexpr int kBlockTopkMaxCols = kBlockTopkThreads * 16;  // 4096 scores a row
-
-/// The orderable key of score x at column col: descending key order is topk_before's order (value
-/// descending, NaN as -inf, lower column first among equal values, higher column first among -inf).
-/// topk_keys_kernel's formula (cuda.hpp).
-DS41_HD unsigned long long topk_sort_key(float x, int col) {
-  if (is_nan(x)) x = -INFINITY;
-  const uint32_t b = f32_bits(x);
-  const uint32_t ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // monotone in x
-  const uint32_t tie = (x == -INFINITY) ? static_cast<uint32_t>(col) : ~static_cast<uint32_t>(col);
-  return (static_cast<unsigned long long>(ord) << 32) | tie;
-}
 
 /// Row blockIdx.x: its n keys (striped loads: coalesced), padded with key 0, which no score's key
 /// equals (the smallest order bits a score gets are -inf's, 0x007fffff) and which sorts last; the
@@ -51,7 +40,7 @@ __global__ void __launch_bounds__(kBlockTopkThreads) block_topk_kernel(const flo
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int col = i * kBlockTopkThreads + threadIdx.x;
-    keys[i] = col < n ? topk_sort_key(v[r * n + col], col) : 0ull;
+    keys[i] = col < n ? topk_order_key(v[r * n + col], col) : 0ull;
     cols[i] = col;
   }
   Sort(temp).SortDescendingBlockedToStriped(keys, cols);
