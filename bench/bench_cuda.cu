@@ -11,6 +11,7 @@
 #include <chrono>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 #include "ds41/backend/cuda.hpp"
 #include "ds41/ds41.hpp"
@@ -150,6 +151,31 @@ void BM_DeviceGemv(benchmark::State& st) {
   set_bandwidth_counters(st, static_cast<double>(weight_bytes(c.w)), total);
 }
 
+/// Times `baseline` as the iteration and `current` in the same iterations, kLaunchesPerTiming
+/// calls each, and sets `ratio_name` (when given) to baseline time / current time: a ratio
+/// measured side by side. bytes/s counts the weights once per baseline call. Returns the sums of
+/// the per-call times, {current, baseline}.
+template <WeightFormat F, class Current, class Baseline>
+std::pair<double, double> time_side_by_side(benchmark::State& st, DeviceGemvCase<F>& c, Current current, Baseline baseline,
+                                            const char* ratio_name) {
+  EventTimer t;
+  double current_s = 0, baseline_s = 0;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) current();
+    current_s += t.stop_seconds() / kLaunchesPerTiming;
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) baseline();
+    const double s = t.stop_seconds() / kLaunchesPerTiming;
+    baseline_s += s;
+    st.SetIterationTime(s);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
+  if (ratio_name) st.counters[ratio_name] = current_s > 0 ? baseline_s / current_s : 0.0;
+  return {current_s, baseline_s};
+}
+
 /// CudaFastBackend::linear (cuda/fast_linear.hpp where its plan takes the shape, else the exact
 /// kernels) for T input rows (args: rows, cols, T), timed as BM_DeviceGemv; "exact_x" is the
 /// exact policy's time over the fast one's, measured side by side in the same iterations. GB/s
@@ -159,48 +185,13 @@ void BM_DeviceFastGemv(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
   const bool fast = cuda_detail::fast_linear_supports(c.m.view(), c.T);
-  EventTimer t;
-  double fast_s = 0, exact_s = 0;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_linear();
-    exact_s += t.stop_seconds();
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_fast_linear();
-    const double s = t.stop_seconds() / kLaunchesPerTiming;
-    fast_s += s;
-    st.SetIterationTime(s);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
+  const auto [exact_s, fast_s] = time_side_by_side(st, c, [&] { c.run_linear(); }, [&] { c.run_fast_linear(); }, nullptr);
   set_bandwidth_counters(st, static_cast<double>(weight_bytes(c.w)), fast_s);
-  st.counters["exact_x"] = fast_s > 0 ? exact_s / kLaunchesPerTiming / fast_s : 0.0;
+  st.counters["exact_x"] = fast_s > 0 ? exact_s / fast_s : 0.0;
   const FastLinearPlan p = cuda_detail::plan_fast_linear_here(c.m.view(), c.T);
   st.SetLabel(fast ? "fast: grid " + std::to_string(p.grid_x) + "x" + std::to_string(p.grid_y) + ", " +
                          std::to_string(p.rows_per_block) + " rows/block, k_slice " + std::to_string(p.k_slice)
                    : std::string("exact fallback: ") + p.reason);
-}
-
-/// Times `baseline` as the iteration and `current` in the same iterations, kLaunchesPerTiming
-/// calls each, and sets `ratio_name` to baseline time / current time: a ratio measured side by
-/// side. bytes/s counts the weights once per baseline call.
-template <WeightFormat F, class Current, class Baseline>
-void time_side_by_side(benchmark::State& st, DeviceGemvCase<F>& c, Current current, Baseline baseline, const char* ratio_name) {
-  EventTimer t;
-  double current_s = 0, baseline_s = 0;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) current();
-    current_s += t.stop_seconds();
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) baseline();
-    const double s = t.stop_seconds();
-    baseline_s += s;
-    st.SetIterationTime(s / kLaunchesPerTiming);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
-  st.counters[ratio_name] = current_s > 0 ? baseline_s / current_s : 0.0;
 }
 
 /// fp8/fp4 decode: the tiled kernel (one input row per block) as the iteration, CudaBackend::linear
@@ -349,7 +340,6 @@ BENCHMARK(BM_DeviceV41Verify)->ArgNames({"layers", "draft"})->Args({2, 6})->UseR
 // 512 index keys; T = 1, 4, 16 query rows. Time per call over kLaunchesPerTiming calls; bytes/s
 // counts what each call must read: per query row its gathered KV rows, its q and its index list
 // (attention), the keys once and every row's q and head weights (index scores).
-#include "ds41/backend/cuda/fast_attention.hpp"
 
 namespace {
 
@@ -450,7 +440,6 @@ BENCHMARK(BM_DeviceExactIndexScores)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->Use
 // The one-block-a-row top-k (cuda/block_topk.hpp) beside topk_rows (CUB's segmented sort, with its
 // temporary buffers and synchronisation per call): the indexer's top-512 of T rows of nk scores
 // (nk = 512: a 2k context; 2048: an 8k one). Time per call; bytes/s counts the scores read.
-#include "ds41/backend/cuda/block_topk.hpp"
 
 namespace {
 

@@ -16,6 +16,8 @@
 #include "ds41/backend/cuda.hpp"
 #include "ds41/backend/host.hpp"
 #include "golden_checks.hpp"
+#include "same_bits.hpp"
+#include "fast_attention_emulation.hpp"
 
 using namespace ds41;
 
@@ -553,9 +555,6 @@ TEST_CASE("cuda fast: decode steps as CUDA graphs give the eager steps' logits")
 // operations (CudaBackend's), within the tolerances of tests/fast_attention_emulation.hpp, at V4.1
 // and tiny-golden shapes; and how many outputs match the host emulation of the kernels' order bit
 // for bit (reported, not required: the emulation is checked on the host, test_fast_attention_plan).
-#include "ds41/backend/cuda/fast_attention.hpp"
-#include "fast_attention_emulation.hpp"
-#include "same_bits.hpp"
 
 namespace {
 
@@ -690,7 +689,6 @@ TEST_CASE("cuda fast attention: index scores within the tolerance of the exact k
 
 // The one-block-a-row top-k (cuda/block_topk.hpp) against topk_rows: the same indices in the same
 // order, ties, -inf (masked) entries and NaN included.
-#include "ds41/backend/cuda/block_topk.hpp"
 
 TEST_CASE("cuda fast attention: block top-k gives topk_rows' indices in topk_rows' order") {
   std::mt19937 rng(606);
