@@ -129,6 +129,23 @@ struct DeviceGemvCase {
 /// between two events would also time the launch itself.
 constexpr int kLaunchesPerTiming = 10;
 
+/// Times kLaunchesPerTiming back-to-back calls of `run` per iteration with CUDA events, sets the
+/// per-call time as the iteration's and returns the per-call times' sum.
+template <class F>
+double time_launches(benchmark::State& st, F&& run) {
+  EventTimer t;
+  double total = 0;
+  for (auto _ : st) {
+    t.start();
+    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
+    const double s = t.stop_seconds() / kLaunchesPerTiming;
+    total += s;
+    st.SetIterationTime(s);
+  }
+  DS41_CUDA_CHECK(cudaGetLastError());
+  return total;
+}
+
 /// CudaBackend::linear (cuda/linear.hpp: the decode kernel for fp8/fp4 with up to 3 input rows,
 /// else the tiled kernel) for T input rows (args: rows, cols, T). The time is per call, averaged
 /// over kLaunchesPerTiming back-to-back calls; bytes/s counts the weights once per call.
@@ -136,16 +153,7 @@ template <WeightFormat F>
 void BM_DeviceGemv(benchmark::State& st) {
   if (!need_device(st)) return;
   DeviceGemvCase<F> c(st);
-  EventTimer t;
-  double total = 0;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) c.run_linear();
-    const double s = t.stop_seconds() / kLaunchesPerTiming;
-    total += s;
-    st.SetIterationTime(s);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
+  const double total = time_launches(st, [&] { c.run_linear(); });
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * weight_bytes(c.w));
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * c.rows * c.cols * c.T * st.iterations(), benchmark::Counter::kIsRate);
   set_bandwidth_counters(st, static_cast<double>(weight_bytes(c.w)), total);
@@ -384,13 +392,7 @@ void BM_DeviceSparseAttentionT(benchmark::State& st) {
       CudaBackend::sparse_attention(c.q.data(), c.kv.data(), c.D, c.idx.data(), c.ncols, c.T, c.H, c.sink.data(), scale, c.out.data());
   };
   run();  // the first call sets up the workspace and the kernel's shared-memory limit
-  EventTimer t;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
-    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
+  time_launches(st, run);
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * c.bytes()));
 }
 void BM_DeviceFastSparseAttention(benchmark::State& st) { BM_DeviceSparseAttentionT<true>(st); }
@@ -421,13 +423,7 @@ void BM_DeviceIndexScoresT(benchmark::State& st) {
       CudaBackend::index_scores(q.data(), w.data(), k.data(), T, H, Di, nk, false, out.data());
   };
   run();
-  EventTimer t;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
-    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
+  time_launches(st, run);
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * 4.0 * (nk * Di + T * H * Di + T * H)));
 }
 void BM_DeviceFastIndexScores(benchmark::State& st) { BM_DeviceIndexScoresT<true>(st); }
@@ -460,13 +456,7 @@ void BM_DeviceTopkT(benchmark::State& st) {
     else CudaBackend::topk_rows(v.data(), T, n, k, idx.data());
   };
   run();
-  EventTimer t;
-  for (auto _ : st) {
-    t.start();
-    for (int i = 0; i < kLaunchesPerTiming; ++i) run();
-    st.SetIterationTime(t.stop_seconds() / kLaunchesPerTiming);
-  }
-  DS41_CUDA_CHECK(cudaGetLastError());
+  time_launches(st, run);
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * T * n * 4);
 }
 void BM_DeviceBlockTopk(benchmark::State& st) { BM_DeviceTopkT<true>(st); }

@@ -117,7 +117,7 @@ inline void emulate_fast_index_scores(const float* q, const float* w, const floa
     for (long j = 0; j < nk; ++j) {
       float total = 0.0f;
       for (int h = 0; h < H; ++h)
-        total += index_head_term(index_dot(qp.data() + (t * H + h) * Di4, kp.data() + j * Di4, Di4), w[t * H + h]);
+        total += index_head_term(bf16_round(index_dot(qp.data() + (t * H + h) * Di4, kp.data() + j * Di4, Di4)), w[t * H + h]);
       out[t * nk + j] = bf16_round(total);
     }
 }

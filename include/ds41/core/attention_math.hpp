@@ -40,10 +40,14 @@ DS41_HD float attn_block_softmax(float* s, const int* idx, int bn, float& m, flo
   return alpha;
 }
 
-/// After the last block: the sink joins the denominator only, and out = bf16(acc / den).
+/// After the last block, per element (the fast device kernels' merged states take these too): the
+/// sink joins the denominator only, and an output is bf16(acc / den).
+DS41_HD float attn_denominator(float den, float m, float sink) { return den + exp_sleef_u10(sink - m); }
+DS41_HD float attn_output(float acc, float den_with_sink) { return bf16_round(acc / den_with_sink); }
+/// After the last block: out[d] = attn_output(acc[d], attn_denominator(...)), in place.
 DS41_HD void attn_finish(float* out, int D, float sink, float m, float den) {
-  den = den + exp_sleef_u10(sink - m);
-  for (int d = 0; d < D; ++d) out[d] = bf16_round(out[d] / den);
+  den = attn_denominator(den, m, sink);
+  for (int d = 0; d < D; ++d) out[d] = attn_output(out[d], den);
 }
 
 /// q: [D]; kv: rows of D (K = V); idx: [n] row indices or -1; out: [D] (bf16 values).

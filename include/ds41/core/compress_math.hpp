@@ -24,6 +24,12 @@ DS41_HD float pool_group_channel(const float* kv, const float* s, long stride, i
   return acc;
 }
 
+/// One head's term of an index score from its q·k already rounded to bf16: bf16(relu(s) · w).
+DS41_HD float index_head_term(float s, float w) {
+  s = s > 0.0f ? s : 0.0f;
+  return bf16_round(s * w);
+}
+
 /// One index score: bf16(Σ_h bf16(relu(bf16(q_h · k)) · w_h)), float32 sums; `small_bmm`: the
 /// q·k einsum took torch's tiny-bmm path (bf16 running sum, linear_math.hpp).
 DS41_HD float index_score_entry(const float* q, const float* w, const float* k, int heads, int hd,
@@ -39,8 +45,7 @@ DS41_HD float index_score_entry(const float* q, const float* w, const float* k, 
       for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
       s = bf16_round(dot);
     }
-    s = s > 0.0f ? s : 0.0f;
-    total += bf16_round(s * w[h]);
+    total += index_head_term(s, w[h]);
   }
   return bf16_round(total);
 }

@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(fast_attn::kThreads) fast_index_scores_kernel(
       }
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) terms[item * (KB + 1) + j0 + c] = index_head_term(acc[c], ws[item]);
+    for (int c = 0; c < 4; ++c) terms[item * (KB + 1) + j0 + c] = index_head_term(bf16_round(acc[c]), ws[item]);
   }
   __syncthreads();
   for (int e = tid; e < rn * KB; e += blockDim.x) {

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include "../../core/attention_math.hpp"
+#include "../../core/compress_math.hpp"
 #include "../../core/macros.hpp"
 #include "../../core/numeric.hpp"
 #include "../../core/torch_math.hpp"
@@ -99,16 +100,10 @@ DS41_HD SoftmaxState softmax_merge(SoftmaxState a, SoftmaxState b, float& fa, fl
 }
 DS41_HD float merge_sums(float a, float fa, float b, float fb) { return fmaf(a, fa, b * fb); }
 
-/// The reference's finish (attn_finish): the sink joins the denominator only, out = bf16(acc/den).
-DS41_HD float denominator_with_sink(const SoftmaxState& st, float sink) { return st.den + exp_sleef_u10(sink - st.m); }
-DS41_HD float attn_output(float acc, float den_with_sink) { return bf16_round(acc / den_with_sink); }
+/// The reference's finish (core/attention_math.hpp's attn_denominator and attn_output, per element):
+/// the sink joins the denominator only, out = bf16(acc/den).
+DS41_HD float denominator_with_sink(const SoftmaxState& st, float sink) { return attn_denominator(st.den, st.m, sink); }
 
-/// One head's term of an index score from its q·k: bf16(relu(bf16(dot))·w) (index_score_entry's).
-DS41_HD float index_head_term(float dot, float w) {
-  float s = bf16_round(dot);
-  s = s > 0.0f ? s : 0.0f;
-  return bf16_round(s * w);
-}
 /// q·k of one (row, head) and one key in the index kernel: chunks in d order, fused.
 DS41_HD float index_dot(const float* q, const float* k, int Di4) {
   float acc = 0.0f;
