@@ -383,7 +383,9 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
           for (auto isa : isas) {
             CAPTURE(static_cast<int>(isa));
             CHECK(compare_panel_gemv(t, p.view, x, pool, isa) == 0);
-            CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, pool, isa) == 0);
+            // T > 1: host/gemm_fp8dot512.hpp at the widest level, passes of 4 rows and remainders
+            for (int T : {1, 3, 6})
+              CHECK(compare_panel_linear(t, p.view, 0, rows, T, OutRound::kBF16, rng, pool, isa) == 0);
           }
         }
   }
@@ -399,7 +401,8 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
         CAPTURE(slice[0]);
         CAPTURE(slice[1]);
         CAPTURE(static_cast<int>(isa));
-        CHECK(compare_panel_linear(t, p.view, slice[0], slice[1], 1, OutRound::kBF16, rng, pool, isa) == 0);
+        for (int T : {1, 2, 5})
+          CHECK(compare_panel_linear(t, p.view, slice[0], slice[1], T, OutRound::kBF16, rng, pool, isa) == 0);
       }
   }
   SUBCASE("V4.1-sized, threaded: whole matrices and slices from odd panels") {
@@ -415,6 +418,8 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
         CHECK(compare_panel_linear(t, p.view, 0, rows, 1, OutRound::kBF16, rng, global, isa) == 0);
         CHECK(compare_panel_linear(t, p.view, 8, rows - 16, 1, OutRound::kBF16, rng, global, isa) == 0);
         CHECK(compare_panel_linear(t, p.view, rows - 40, 40, 1, OutRound::kF32, rng, global, isa) == 0);
+        CHECK(compare_panel_linear(t, p.view, 0, rows, 8, OutRound::kBF16, rng, global, isa) == 0);
+        CHECK(compare_panel_linear(t, p.view, 8, rows - 16, 7, OutRound::kBF16, rng, global, isa) == 0);
       }
     }
   }
@@ -432,6 +437,19 @@ TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guar
         CAPTURE(format_name(f));
         CAPTURE(e);
         for (auto isa : isas) CHECK(compare_panel_gemv(t, p.view, x, pool, isa) == 0);
+        // the edge row between two ordinary rows (T = 3): the multi-row tiles take a call only
+        // when every row's input is in range, else the whole call takes the float tile
+        std::vector<float> batch(3 * 200);
+        for (auto& v : batch) v = uni(rng);
+        std::copy(x.begin(), x.end(), batch.begin() + 200);
+        for (auto isa : isas) {
+          std::vector<float> y(3 * 72, 7.0f);
+          host_gemv::linear(batch.data(), 3, 200, p.view, y.data(), 72, OutRound::kF32, pool, isa);
+          long bad = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int n = 0; n < 72; ++n) bad += !same_bits(y[r * 72 + n], t.view().dot(batch.data() + r * 200, n));
+          CHECK(bad == 0);
+        }
         // only the edge values nonzero: an out-of-range x taken by a scaled decoder would
         // underflow (tiny) or overflow (huge) there, and the outputs would differ
         std::vector<float> sparse(200, 0.0f);
@@ -666,6 +684,7 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
   HostTensor t = random_matrix(WeightFormat::kFp4Block32, 130, K, rng);
   PanelMatrix p(t);
   long integer_blocks = 0, float_blocks = 0;
+  std::vector<float> trials;  // every trial's row, for the multi-row check below
   for (int trial = 0; trial < 60; ++trial) {
     std::vector<float> x(K);
     for (auto& v : x) v = bf16_round(gauss(rng) * (trial % 3 == 0 ? 1e3f : 1.0f));
@@ -682,9 +701,25 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
     CHECK(planes.block_unit[12] == 0.0f);  // the tail block is never summed in integers
     CAPTURE(trial);
     CHECK(bad_both(t, p.view, x) == 0);
+    trials.insert(trials.end(), x.begin(), x.end());
   }
   CHECK(integer_blocks > 500);  // most blocks of normal activations qualify...
   CHECK(float_blocks > 0);      // ...and the exactness test turns some away
+  // the same rows in batches (host/gemm_fp4int512.hpp with VNNI: one decoded weight vector for up
+  // to 4 rows, blocks of some rows on the float path while the others sum in integers): every
+  // output as the reference's, at T = 2..9 (passes of 4 and remainders) and both vector levels
+  for (int T = 2; T <= 9; ++T)
+    for (auto isa : {host_gemv::VectorIsa::kTuned, host_gemv::VectorIsa::kAvx512}) {
+      const int rows = 130, first = (T * 7) % (60 - T);
+      std::vector<float> y(static_cast<size_t>(T) * rows, 7.0f);
+      host_gemv::linear(trials.data() + static_cast<size_t>(first) * K, T, K, p.view, y.data(), rows, OutRound::kF32,
+                        pool, isa);
+      long bad = 0;
+      for (int r = 0; r < T; ++r)
+        for (int n = 0; n < rows; ++n) bad += !same_bits(y[r * rows + n], t.view().dot(trials.data() + (first + r) * K, n));
+      CAPTURE(T);
+      CHECK(bad == 0);
+    }
   // a block that fails the test, summed in integers anyway, would differ from the float sum: the
   // test is what keeps the bits (sum of |xi| far over 2^24 units with odd low bits)
   std::vector<float> x(K, 0.0f);

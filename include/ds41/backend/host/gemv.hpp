@@ -32,6 +32,8 @@
 #include "buffer.hpp"
 #include "gemv_fp4int.hpp"
 #include "gemv_fp4int512.hpp"
+#include "gemm_fp4int512.hpp"
+#include "gemm_fp8dot512.hpp"
 #include "gemm_panels512.hpp"
 #include "gemv_fp8dot512.hpp"
 #include "gemv_panels.hpp"
@@ -388,6 +390,12 @@ struct PreparedInput {
   const uint32_t* fp4_plane_words = nullptr;  // fp4 panels: fp4int::prepare's byte planes
   const float* fp4_block_units = nullptr;     // and per-block units
   const uint32_t* bf16_x_pairs = nullptr;     // fp8 panels: fp8dot512::prepare's input pairs
+#if defined(DS41_HOST_AVX512_VNNI)
+  const gemm_fp4int512::RowPlanes* fp4_rows = nullptr;  // fp4 panels, T > 1: each row's planes
+#endif
+#if defined(DS41_HOST_AVX512_BF16)
+  const gemm_fp8dot512::RowInputs* fp8_rows = nullptr;  // fp8 panels, T > 1: each row's x' and pairs
+#endif
 };
 
 /// The vector instructions the host Linear's kernels may use, so that tests and benchmarks can
@@ -452,6 +460,14 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
     if (T == 1 && panels512::usable(w) && isa != VectorIsa::kAvx2)
       return panels512::gemv_rows(x, w, y, round, n_begin, n_end);
 #endif
+#if defined(DS41_HOST_AVX512_BF16)
+    if (T > 1 && prepared.fp8_rows && gemm_fp8dot512::usable(w) && isa == VectorIsa::kWidest)
+      return gemm_fp8dot512::linear_rows(prepared.fp8_rows, T, w, y, y_stride, round, n_begin, n_end, prefetch_end);
+#endif
+#if defined(DS41_HOST_AVX512_VNNI)
+    if (T > 1 && prepared.fp4_rows && fp4int::usable(w) && isa != VectorIsa::kAvx2)
+      return gemm_fp4int512::linear_rows(prepared.fp4_rows, T, w, y, y_stride, round, n_begin, n_end, prefetch_end);
+#endif
 #if defined(DS41_HOST_AVX512)
     // T > 1 (batched decode, prefill): 16 rows a vector, several input rows per decoded block
     if (T > 1 && gemm512::usable(w) && isa != VectorIsa::kAvx2)
@@ -482,21 +498,45 @@ constexpr long kParallelLinearMinMacs = 1L << 16;
 /// Output rows per work item: whole tiles, and whole fp8 32-row scale blocks.
 constexpr int kRowsPerItem = 32;
 
-/// Up to this many input rows, an fp4 Linear whose decode GEMV is the integer one (fp4int: the
-/// codes multiplied as bytes) runs as one GEMV per row: each is ~3x the multi-row float tile's
-/// speed per row, which decodes every code to a float for only a few rows. bench_kernels
-/// BM_BatchLinear, cold, 2 threads (session 14): T = 1 / 2 / 4 / 8 took 184 / 600 / 809 / 1067 us
-/// at 1280 x 5120 and 240 / 775 / 832 / 1545 us at 5120 x 2304 (a routed expert's w2), so a
-/// GEMV per row wins up to T = 4 (and the rows after the first find the weights in cache). fp8
-/// and bf16 gain from the multi-row tile from T = 2. The same bits either way.
+/// Without AVX-512 VNNI (no host/gemm_fp4int512.hpp), up to this many input rows an fp4 Linear
+/// whose decode GEMV is the integer one (fp4int: the codes multiplied as bytes) runs as one GEMV
+/// per row: each is ~3x the multi-row float tile's speed per row, which decodes every code to a
+/// float for only a few rows. bench_kernels BM_BatchLinear, cold, 2 threads (session 14): T = 1 /
+/// 2 / 4 / 8 took 184 / 600 / 809 / 1067 us at 1280 x 5120 and 240 / 775 / 832 / 1545 us at 5120
+/// x 2304 (a routed expert's w2), so a GEMV per row wins up to T = 4. fp8 and bf16 gain from the
+/// multi-row tile from T = 2. The same bits either way.
 constexpr long kFp4GemvPerRowMax = 4;
+
+/// Whether an fp8 Linear of T > 1 rows at this level may take the multi-row dot-product tile
+/// (host/gemm_fp8dot512.hpp): wherever the build has it at the widest level, on weights packed for
+/// the scaled decoder, if every row's input is one it takes (linear() checks).
+inline bool fp8_dot_rows(const MatrixView& w, long T, VectorIsa isa) {
+#if defined(DS41_HOST_AVX512_BF16)
+  return T > 1 && isa == VectorIsa::kWidest && gemm_fp8dot512::usable(w);
+#else
+  (void)w, (void)T, (void)isa;
+  return false;
+#endif
+}
+
+/// Whether an fp4 Linear of T > 1 rows at this level takes the multi-row integer tile
+/// (host/gemm_fp4int512.hpp): wherever the build has it and the level allows AVX-512.
+inline bool fp4_integer_rows(const MatrixView& w, long T, VectorIsa isa) {
+#if defined(DS41_HOST_AVX512_VNNI)
+  return T > 1 && isa != VectorIsa::kAvx2 && fp4int::usable(w);
+#else
+  (void)w, (void)T, (void)isa;
+  return false;
+#endif
+}
 
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                    OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned) {
   if (T <= 0 || w.rows <= 0) return;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
-  if (T > 1 && T <= kFp4GemvPerRowMax && isa == VectorIsa::kTuned && fp4int::usable(w)) {
+  if (T > 1 && T <= kFp4GemvPerRowMax && isa == VectorIsa::kTuned && fp4int::usable(w) &&
+      !fp4_integer_rows(w, T, isa)) {
     for (long r = 0; r < T; ++r) linear(x + r * x_stride, 1, x_stride, w, y + r * y_stride, y_stride, round, pool, isa);
     return;
   }
@@ -512,14 +552,80 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
       quant_scales = HostBuffer<float>(static_cast<size_t>(T * kblocks));
     float* q = quantized.data();
     float* qs = quant_scales.data();
+#if defined(DS41_HOST_AVX512_VNNI)
+    // fp4 rows for the multi-row integer tile: each row's planes, units and sign masks, prepared
+    // with its act_quant (on the pool for large inputs)
+    thread_local HostBuffer<uint32_t> row_words;
+    thread_local HostBuffer<float> row_units;
+    thread_local HostBuffer<int32_t> row_bias;
+    thread_local HostBuffer<uint8_t> row_plane_counts;
+    thread_local std::vector<gemm_fp4int512::RowPlanes> rows;
+    const bool integer_rows = fp4_integer_rows(w, T, isa);
+    const long nw = gemm_fp4int512::words_per_row(w.cols), nb = gemm_fp4int512::blocks_per_row(w.cols);
+    if (integer_rows) {
+      const auto grow = [](auto& buffer, long n) {
+        if (buffer.size() < static_cast<size_t>(n)) buffer = std::remove_reference_t<decltype(buffer)>(static_cast<size_t>(n));
+      };
+      grow(row_words, T * nw);
+      grow(row_units, T * nb);
+      grow(row_bias, T * nb);
+      grow(row_plane_counts, T * nb);
+      rows.resize(static_cast<size_t>(T));
+    }
+    uint32_t* words = row_words.data();
+    float* units = row_units.data();
+    int32_t* bias = row_bias.data();
+    uint8_t* plane_counts = row_plane_counts.data();
+    gemm_fp4int512::RowPlanes* row_planes = rows.data();
+#endif
+#if defined(DS41_HOST_AVX512_BF16)
+    // fp8 rows for the multi-row dot-product tile: each row's x' and pairs, and whether it took them
+    thread_local HostBuffer<float> row_scaled;
+    thread_local HostBuffer<uint32_t> row_pairs;
+    thread_local std::vector<gemm_fp8dot512::RowInputs> fp8_inputs;
+    thread_local std::vector<uint8_t> fp8_taken;
+    const bool dot_rows = fp8_dot_rows(w, T, isa);
+    const long ns = gemm_fp8dot512::scaled_per_row(w.cols), np = gemm_fp8dot512::pairs_per_row(w.cols);
+    if (dot_rows) {
+      if (row_scaled.size() < static_cast<size_t>(T * ns)) row_scaled = HostBuffer<float>(static_cast<size_t>(T * ns));
+      if (row_pairs.size() < static_cast<size_t>(T * np)) row_pairs = HostBuffer<uint32_t>(static_cast<size_t>(T * np));
+      fp8_inputs.resize(static_cast<size_t>(T));
+      fp8_taken.assign(static_cast<size_t>(T), 0);
+    }
+    float* scaled_rows = row_scaled.data();
+    uint32_t* pair_rows = row_pairs.data();
+    gemm_fp8dot512::RowInputs* inputs = fp8_inputs.data();
+    uint8_t* taken = fp8_taken.data();
+#endif
     auto quantize = [&](long begin, long end) {
-      for (long r = begin; r < end; ++r) act_quant_row_fast(x + r * x_stride, w.cols, q + r * K, qs + r * kblocks);
+      for (long r = begin; r < end; ++r) {
+        act_quant_row_fast(x + r * x_stride, w.cols, q + r * K, qs + r * kblocks);
+#if defined(DS41_HOST_AVX512_VNNI)
+        if (integer_rows)
+          row_planes[r] = gemm_fp4int512::prepare_row(q + r * K, qs + r * kblocks, w.cols, words + r * nw,
+                                                      units + r * nb, bias + r * nb, plane_counts + r * nb);
+#endif
+#if defined(DS41_HOST_AVX512_BF16)
+        if (dot_rows) {
+          float* xs_r = scaled_rows + r * ns;
+          uint32_t* pairs_r = pair_rows + r * np;
+          taken[r] = gemm_fp8dot512::prepare_row(q + r * K, K, xs_r, pairs_r);
+          inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r};
+        }
+#endif
+      }
     };
     if (T * K >= kParallelQuantMin && pool.threads() > 1) pool.run(T, 1, quantize);
     else quantize(0, T);
     x = quantized.data();
     x_stride = K;
     prepared.x_scale = quant_scales.data();
+#if defined(DS41_HOST_AVX512_VNNI)
+    if (integer_rows) prepared.fp4_rows = row_planes;
+#endif
+#if defined(DS41_HOST_AVX512_BF16)
+    if (dot_rows && std::all_of(taken, taken + T, [](uint8_t t) { return t != 0; })) prepared.fp8_rows = inputs;
+#endif
   }
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   thread_local HostBuffer<float> fp4_table, scaled_x, fp4_units;

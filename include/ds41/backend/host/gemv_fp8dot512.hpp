@@ -73,9 +73,9 @@ inline bool dot_is_two_fmas() {
 /// The whole 32-column blocks' inputs as dot products take them: pairs[k/2] = bf16(x'_k) << 16 |
 /// bf16(x'_{k+1}) for k < K rounded down to 32, from xs = x' (scaled::scale_input). False (pairs
 /// unusable) if an x' there is not a bf16 or is nonzero below 2^10 (see top).
-inline bool prepare(const float* xs, int K, HostBuffer<uint32_t>& pairs) {
+/// (pairs: caller-owned, K / 32 · 16 + 1 words.)
+inline bool prepare_into(const float* xs, int K, uint32_t* pairs) {
   const int whole = K / 32 * 32;
-  if (pairs.size() < static_cast<size_t>(whole / 2 + 1)) pairs = HostBuffer<uint32_t>(static_cast<size_t>(whole / 2 + 1));
   const __m512i low = _mm512_set1_epi32(0xFFFF), magnitude = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i min_bits = _mm512_set1_epi32(0x44800000);  // 2^10
   __mmask16 bad = 0;
@@ -91,10 +91,17 @@ inline bool prepare(const float* xs, int K, HostBuffer<uint32_t>& pairs) {
     const __m512i top = _mm512_set1_epi64(0xFFFF0000);
     const __m512i w0 = _mm512_or_si512(_mm512_and_si512(v0, top), _mm512_srli_epi64(v0, 48));
     const __m512i w1 = _mm512_or_si512(_mm512_and_si512(v1, top), _mm512_srli_epi64(v1, 48));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs.data() + k / 2), _mm512_cvtepi64_epi32(w0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs.data() + k / 2 + 8), _mm512_cvtepi64_epi32(w1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2), _mm512_cvtepi64_epi32(w0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2 + 8), _mm512_cvtepi64_epi32(w1));
   }
   return bad == 0;
+}
+
+/// prepare_into a buffer grown to fit.
+inline bool prepare(const float* xs, int K, HostBuffer<uint32_t>& pairs) {
+  const int whole = K / 32 * 32;
+  if (pairs.size() < static_cast<size_t>(whole / 2 + 1)) pairs = HostBuffer<uint32_t>(static_cast<size_t>(whole / 2 + 1));
+  return prepare_into(xs, K, pairs.data());
 }
 
 /// part[b][v] += the sums of the 8 groups from q0[b] of panels panel0 + 2v·pb and + (2v + 1)·pb,
