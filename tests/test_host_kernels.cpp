@@ -720,6 +720,43 @@ TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float
       CAPTURE(T);
       CHECK(bad == 0);
     }
+#if defined(DS41_HOST_AVX512_VNNI)
+  // the multi-row tile's planes: a block whose xi >> t reaches 2^14 takes a third 7-bit plane
+  // (a value ~1e-4 of its block's largest: q = 3·2^-6 beside 448 gives t = 3, top 28672); blocks
+  // of every kind side by side in one batch, each row against the reference
+  {
+    const int T = 5;
+    std::vector<float> xs(static_cast<size_t>(T) * K);
+    for (auto& v : xs) v = bf16_round(gauss(rng));
+    for (int r = 0; r < T; ++r)
+      for (int b = r % 3; b < 12; b += 3) {
+        xs[r * K + 32 * b] = 448.0f;
+        xs[r * K + 32 * b + 9] = (r % 2 ? -1.0f : 1.0f) * 448.0f * 3.0f / 64.0f / 448.0f;  // q = ±3·2^-6
+      }
+    std::vector<float> q(K), qs((K + 31) / 32);
+    std::vector<uint32_t> words(host_gemv::gemm_fp4int512::words_per_row(K));
+    std::vector<float> units(13);
+    std::vector<int32_t> bias(13);
+    std::vector<uint8_t> planes(13);
+    long three = 0, two = 0;
+    for (int r = 0; r < T; ++r) {
+      act_quant_row(xs.data() + r * K, K, q.data(), qs.data());
+      host_gemv::gemm_fp4int512::prepare_row(q.data(), qs.data(), K, words.data(), units.data(), bias.data(),
+                                             planes.data());
+      for (int b = 0; b < 12; ++b)
+        if (units[b] != 0.0f) (planes[b] == 3 ? three : two) += 1;
+      CHECK(units[12] == 0.0f);  // the K tail
+    }
+    CHECK(three >= T * 4);  // every marked block
+    CHECK(two > 0);
+    std::vector<float> y(static_cast<size_t>(T) * 130, 7.0f);
+    host_gemv::linear(xs.data(), T, K, p.view, y.data(), 130, OutRound::kF32, pool);
+    long bad = 0;
+    for (int r = 0; r < T; ++r)
+      for (int n = 0; n < 130; ++n) bad += !same_bits(y[r * 130 + n], t.view().dot(xs.data() + r * K, n));
+    CHECK(bad == 0);
+  }
+#endif
   // a block that fails the test, summed in integers anyway, would differ from the float sum: the
   // test is what keeps the bits (sum of |xi| far over 2^24 units with odd low bits)
   std::vector<float> x(K, 0.0f);
