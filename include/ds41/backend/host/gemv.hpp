@@ -530,6 +530,13 @@ inline bool fp4_integer_rows(const MatrixView& w, long T, VectorIsa isa) {
 #endif
 }
 
+/// b replaced by a buffer of n elements where it holds fewer (linear()'s per-thread buffers: grown,
+/// never shrunk, so a sequence's steps allocate nothing after the first).
+template <class T>
+inline void grow(HostBuffer<T>& b, long n) {
+  if (b.size() < static_cast<size_t>(n)) b = HostBuffer<T>(static_cast<size_t>(n));
+}
+
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                    OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned) {
@@ -553,8 +560,8 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     float* q = quantized.data();
     float* qs = quant_scales.data();
 #if defined(DS41_HOST_AVX512_VNNI)
-    // fp4 rows for the multi-row integer tile: each row's planes, units and sign masks, prepared
-    // with its act_quant (on the pool for large inputs)
+    // fp4 rows for the multi-row integer tile: each row's planes, units, biases and plane counts,
+    // prepared with its act_quant (on the pool for large inputs)
     thread_local HostBuffer<uint32_t> row_words;
     thread_local HostBuffer<float> row_units;
     thread_local HostBuffer<int32_t> row_bias;
@@ -563,9 +570,6 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     const bool integer_rows = fp4_integer_rows(w, T, isa);
     const long nw = gemm_fp4int512::words_per_row(w.cols), nb = gemm_fp4int512::blocks_per_row(w.cols);
     if (integer_rows) {
-      const auto grow = [](auto& buffer, long n) {
-        if (buffer.size() < static_cast<size_t>(n)) buffer = std::remove_reference_t<decltype(buffer)>(static_cast<size_t>(n));
-      };
       grow(row_words, T * nw);
       grow(row_units, T * nb);
       grow(row_bias, T * nb);
@@ -587,8 +591,8 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     const bool dot_rows = fp8_dot_rows(w, T, isa);
     const long ns = gemm_fp8dot512::scaled_per_row(w.cols), np = gemm_fp8dot512::pairs_per_row(w.cols);
     if (dot_rows) {
-      if (row_scaled.size() < static_cast<size_t>(T * ns)) row_scaled = HostBuffer<float>(static_cast<size_t>(T * ns));
-      if (row_pairs.size() < static_cast<size_t>(T * np)) row_pairs = HostBuffer<uint32_t>(static_cast<size_t>(T * np));
+      grow(row_scaled, T * ns);
+      grow(row_pairs, T * np);
       fp8_inputs.resize(static_cast<size_t>(T));
       fp8_taken.assign(static_cast<size_t>(T), 0);
     }
