@@ -183,7 +183,13 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
         acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(part, sx), sw));
       } else {
         __m256 part[2];
-        fp4int::float_block_sums<2>(rows[r].q, panel_a, pb, kb, K, part);
+        if constexpr (NP == 2) {
+          fp4int::float_block_sums<2>(rows[r].q, panel_a, pb, kb, K, part);
+        } else {  // one panel (the last of a view): its sums in both halves, the upper not stored
+          __m256 one[1];
+          fp4int::float_block_sums<1>(rows[r].q, panel_a, pb, kb, K, one);
+          part[0] = part[1] = one[0];
+        }
         const __m512 pair = _mm512_insertf32x8(_mm512_castps256_ps512(part[0]), part[1], 1);
         acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(pair, sx), sw));
       }
