@@ -19,8 +19,9 @@
 // instructions per 128 weights and nothing else. Σ s·xi'·(2w + 12) − 12·Σ s·xi' = Σ s·xi'·2w = S,
 // the same integer as the one-row tile's (prepare_row stores 12·Σ s·xi' per block); a block's finish
 // (part = float(S)·unit, then acc + (part·s_x)·s_w) and the float path of blocks without a unit
-// are the one-row tile's, lane for lane. The lanes are int32 and never wrap (|S| <= 2^24 and every
-// plane's sum below 2^23), so the one-row AVX2 tile's int16-lane test is not needed here and
+// are the one-row tile's, lane for lane. The lanes are int32 and never wrap (a plane's lane sums
+// 32 products of at most 127·24, below 2^17; shifted by 14 below 2^31), so the one-row AVX2
+// tile's int16-lane test is not needed here and
 // prepare_row lets through every block its exactness test allows.
 // Compiled where host/gemv_fp4int512.hpp is (AVX-512 F/BW/DQ/VL and VNNI).
 #pragma once
@@ -62,8 +63,8 @@ inline long blocks_per_row(int K) { return (K + 31) / 32; }
 
 /// The planes, units, biases and plane counts of one row (act_quant's q) into caller-owned
 /// storage (words_per_row words, blocks_per_row of each of the others). A full block takes the
-/// integer path where fp4int's exactness argument holds: every xi = |q|·2^9 an integer (a NaN
-/// q converts to 2^31 and fails), t the lowest set bit of any, xi >> t below 2^21 (three planes)
+/// integer path where fp4int's exactness argument holds: every xi = |q|·2^9 is an integer (q is
+/// act_quant's e4m3; a NaN q converts to 2^31 and fails), t the lowest set bit of any, xi >> t below 2^21 (three planes)
 /// and 12·Σ (xi >> t) <= 2^24 (every partial float sum exact). The K tail takes the float path.
 inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32_t* words, float* units,
                              int32_t* bias, uint8_t* planes) {
