@@ -92,7 +92,7 @@ inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32
     xi[1] = _mm512_srl_epi32(xi[1], shift);
     const uint32_t top = static_cast<uint32_t>(_mm512_reduce_max_epu32(_mm512_max_epu32(xi[0], xi[1])));
     const uint64_t sum = static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(xi[0], xi[1])));  // < 2^23
-    if (top >= (1u << 21) || sum * 12 > (1u << 24)) continue;
+    if (top >= (1u << 21) || !fp4int::sum_is_exact(sum)) continue;
     int32_t signed_sum = 0;
     for (int h = 0; h < 2; ++h) {
       const __m512i s = _mm512_mask_sub_epi32(xi[h], negative[h], zero, xi[h]);
@@ -181,7 +181,7 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
         }
         sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(rows[r].bias[bi]));
         const __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(unit));
-        acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(part, sx), sw));
+        acc[r] = scaled512::add_block(acc[r], part, sx, sw);
       } else {
         __m256 part[2];
         if constexpr (NP == 2) {
@@ -192,7 +192,7 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
           part[0] = part[1] = one[0];
         }
         const __m512 pair = _mm512_insertf32x8(_mm512_castps256_ps512(part[0]), part[1], 1);
-        acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(pair, sx), sw));
+        acc[r] = scaled512::add_block(acc[r], pair, sx, sw);
       }
     }
   }

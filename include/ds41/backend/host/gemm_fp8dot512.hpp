@@ -116,7 +116,7 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
       for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(rows[r].x_scale[kb / 32]);
-        acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(part[r][v], part_back), sx), sw));
+        acc[r][v] = scaled512::add_block(acc[r][v], _mm512_mul_ps(part[r][v], part_back), sx, sw);
       }
     }
   }

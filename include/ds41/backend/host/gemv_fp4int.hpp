@@ -37,6 +37,11 @@ struct Planes {
   const float* block_unit = nullptr;  // [ceil(K/32)]: 2^(t-10) where the block sums in integers, 0 where not
 };
 
+/// Whether a block whose Σ (xi >> t) is `sum` sums exactly in float32 in any order: |w2| <= 12,
+/// so every partial sum stays within 12·sum units of 2^(t-10), which must fit 24 bits (top of file).
+/// The one-row tiles' and the multi-row tile's (host/gemm_fp4int512.hpp) shared bound.
+constexpr bool sum_is_exact(uint64_t sum) { return sum * 12 <= (1u << 24); }
+
 /// prepare() for one full 32-column block of q: writes its 4 groups' words and returns the unit
 /// 2^(t-10), or 0 when the block must take the float path. The tests:
 /// - xi = |q|·2^9 is an integer below 2^18 (e4m3 values are multiples of 2^-9 below 2^9); a NaN
@@ -83,7 +88,7 @@ inline float prepare_block(const float* q, uint32_t* words) {
     top_all = std::max(top_all, lanes[0][c]);
     sum_all += lanes[1][c];  // < 32·2^18: no overflow
   }
-  if (top_all >= (1u << 16) || sum_all * 12ull > (1u << 24)) return 0.0f;
+  if (top_all >= (1u << 16) || !sum_is_exact(sum_all)) return 0.0f;
   for (int p = 2; p < 4; ++p)  // per plane, the two lane classes {0, 1, 4, 5} and {2, 3, 6, 7}
     for (int c = 0; c < 4; c += 2)
       if ((lanes[p][c] + lanes[p][c + 1] + lanes[p][c + 4] + lanes[p][c + 5]) * 12 > 32767) return 0.0f;

@@ -105,14 +105,14 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
       block_sums<NV>(panel0, pb, planes.group, kb / kGroupK, sum);
       for (int v = 0; v < NV; ++v) {
         const __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(sum[v]), u);
-        acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(_mm512_mul_ps(part, sx), pair_scales(v, bi)));
+        acc[v] = scaled512::add_block(acc[v], part, sx, pair_scales(v, bi));
       }
     } else {
       __m256 part[NP];
       fp4int::float_block_sums<NP>(q, panel0, pb, kb, K, part);
       for (int v = 0; v < NV; ++v) {
         const __m512 pair = _mm512_insertf32x8(_mm512_castps256_ps512(part[2 * v]), part[2 * v + 1], 1);
-        acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(_mm512_mul_ps(pair, sx), pair_scales(v, bi)));
+        acc[v] = scaled512::add_block(acc[v], pair, sx, pair_scales(v, bi));
       }
     }
   }

@@ -37,6 +37,12 @@ inline __m512i load_group_pair(const uint8_t* panel_a, const uint8_t* panel_b, i
   return _mm512_inserti64x4(_mm512_castsi256_si512(panels::load_group(panel_a, q)), panels::load_group(panel_b, q), 1);
 }
 
+/// acc + (part·s_x)·s_w on 16 lanes, each operation rounded on its own (panels::add_block; the
+/// block finish of every 512-bit fp8/fp4 tile).
+inline __m512 add_block(__m512 acc, __m512 part, __m512 s_x, __m512 s_w) {
+  return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(part, s_x), s_w));
+}
+
 /// scaled::shifted_pair on 16 lanes (the same bytes, panel_code_byte's order).
 inline __m512i shifted_pair(__m512i codes, int j) {
   const __m512i by_2_12 = _mm512_set1_epi16(1 << 12);
@@ -131,7 +137,7 @@ void gemv_tile(const Sums& sums, const float* x_scale, const MatrixView& w, long
     const __m512 sx = _mm512_set1_ps(x_scale[kb / 32]);
     for (int v = 0; v < NV; ++v) {
       const __m512 sw = block_scales_pair(w, p0 + 2 * v, kb / 32);
-      acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(part[v], part_back), sx), sw));
+      acc[v] = add_block(acc[v], _mm512_mul_ps(part[v], part_back), sx, sw);
     }
   };
   const int whole = K / panels::kBlockK * panels::kBlockK;  // blocks below `whole` lie inside K
