@@ -11,9 +11,10 @@
 // How: fp8dot512::dot_blocks' operations and order per lane, with the codes of each group pair
 // decoded once for all the pass's rows, each row's input pairs a broadcast operand. Same bits as
 // the one-row path for the same reasons (see host/gemv_fp8dot512.hpp): per row the chain is
-// scaled512's multiply-add for multiply-add in K order; blocks holding a subnormal code take
-// scaled512::add_blocks for every row; the K tail is summed column by column; each block's finish
-// is scaled512::gemv_tile's. Rows whose input the dot products cannot take (scale_input or
+// scaled512's multiply-add for multiply-add in K order; a vector (two panels) whose block holds a
+// subnormal code takes scaled512::add_blocks' multiply-adds there, each column decoded once for
+// all the pass's rows (fma_block), while the tile's other vector keeps its dot products; the K
+// tail is summed column by column; each block's finish is scaled512::gemv_tile's. Rows whose input the dot products cannot take (scale_input or
 // fp8dot512::prepare declines it) never reach here: gemv.hpp's linear() then takes the float tile
 // for the whole call.
 // Compiled where host/gemv_fp8dot512.hpp is (AVX-512 F/BW/DQ/VL and BF16).
@@ -26,10 +27,16 @@
 
 namespace ds41::host_gemv::gemm_fp8dot512 {
 
-/// Input rows a pass takes: with two vectors of 16 output rows (a tile of 4 panels), 4 rows keep
-/// 8 dot-product chains (each lane's chain is a K-order sequence, so the chains of more rows and
-/// panels are what hides `vdpbf16ps`' latency) and their 8 accumulators in registers.
-constexpr int kRowsPerPass = 4;
+/// Input rows a pass takes: with two vectors of 16 output rows (a tile of 4 panels), 8 rows keep
+/// 16 dot-product chains in registers (each lane's chain is a K-order sequence, so the chains of
+/// more rows and panels are what hide `vdpbf16ps`' latency) and decode each group pair once for
+/// all 8; the running sums, touched once per block, stay in memory. Measured against 4 rows a
+/// pass with a subnormal block taking the whole tile to one-row multiply-adds (session 16's
+/// tile; bench_kernels BM_BatchLinear, T = 8, one Xeon VM (Emerald Rapids), 2 threads):
+/// 1280x5120 1447 -> 1254 us, 32768x1280 11940 -> 7386, 5120x8192 10985 -> 7841, 5120x2304
+/// 3005 -> 2111. On that CPU `vdpbf16ps` issues one every ~2.5 cycles (a multiply-add every ~0.4
+/// cycles), and the tile runs at that rate: fma_block for every block measured the same.
+constexpr int kRowsPerPass = 8;
 
 /// One input row as the tile reads it: act_quant's q and scales, x' = q·2^60 (scaled::scale_input)
 /// and its bf16 pairs (fp8dot512::prepare).
@@ -53,6 +60,45 @@ inline bool prepare_row(const float* q, int K, float* xs, uint32_t* pairs) {
 /// Whether a call of T > 1 rows on w may take this tile (besides every row's prepare_row).
 inline bool usable(const MatrixView& w) { return scaled::usable(w) && fp8dot512::usable(w); }
 
+/// fp8dot512::dot_blocks' weight decode of one group pair: columns 0-1 (w01) and 2-3 (w23) as
+/// bf16 pairs.
+inline void decode_pairs(__m512i codes, __m512i& w01, __m512i& w23) {
+  const __m512i keep = _mm512_set1_epi16(static_cast<short>(0x87F0));  // sign | c[6:0] << 4
+  w01 = _mm512_and_si512(_mm512_srai_epi16(codes, 4), keep);
+  w23 = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(codes, 8), 4), keep);
+}
+
+/// part[r] += row r's sum over the 8 groups from q0 of panels a and b (one vector), by dot
+/// products (no subnormal code in them).
+template <int R>
+inline void dot_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b, int q0, __m512 (&part)[R]) {
+  for (int q = q0; q < q0 + panels::kBlockK / 4; ++q) {
+    __m512i w01, w23;
+    decode_pairs(scaled512::load_group_pair(a, b, q), w01, w23);
+    for (int r = 0; r < R; ++r) {
+      const uint32_t* x = rows[r].pairs + 2 * q;
+      part[r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[r], (__m512bh)w01, (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]))),
+                                 (__m512bh)w23, (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1])));
+    }
+  }
+}
+
+/// dot_block's sums by scaled512::add_blocks' multiply-adds (the same chain, column by column),
+/// for a block holding a subnormal code; each column decoded once for all R rows.
+template <int R>
+inline void fma_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b, int q0, __m512 (&part)[R]) {
+  for (int q = q0; q < q0 + panels::kBlockK / 4; ++q) {
+    const __m512i codes = scaled512::load_group_pair(a, b, q);
+    for (int j = 0; j < 4; j += 2) {
+      __m512 wj, wj1;
+      scaled512::decode_column_pair(codes, j, wj, wj1);
+      for (int r = 0; r < R; ++r)
+        part[r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[4 * q + j + 1]), wj1,
+                                  _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[4 * q + j]), wj, part[r]));
+    }
+  }
+}
+
 /// Output rows [16·NV: panels p0 .. p0 + 2·NV) of R input rows: y + r·y_stride gets row r's values.
 /// The `ahead` panels after the tile are prefetched (scaled512::gemv_tile).
 template <int R, int NV>
@@ -65,50 +111,49 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
   const long kblocks = (K + 31) / 32;
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const __m512 part_back = _mm512_set1_ps(scaled::kPartScale);
-  const __m512i keep = _mm512_set1_epi16(static_cast<short>(0x87F0));  // sign | c[6:0] << 4
-  __m512 acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  // the running sums live in memory: with R = 8 rows the block sums alone fill 16 registers, and
+  // these are touched once per block
+  alignas(64) float acc[NV][R][16] = {};
   const int whole = K / panels::kBlockK * panels::kBlockK;
   for (int kb = 0; kb < K; kb += panels::kBlockK) {
     constexpr int span = panels::kBlockK / g * 32;  // bytes of a panel's block
     for (int v = 0; v < ahead; ++v) panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), span);
     for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), span);
-    __m512 part[R][NV];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < NV; ++v) part[r][v] = _mm512_setzero_ps();
-    bool subnormal = false;
-    if (kb < whole)
-      for (int v = 0; v < NP; ++v) subnormal |= w.host_subnormal_blocks[(p0 + v) * kblocks + kb / 32] != 0;
+    __m512 part[NV][R];
+    for (int v = 0; v < NV; ++v)
+      for (int r = 0; r < R; ++r) part[v][r] = _mm512_setzero_ps();
+    bool subnormal[NV] = {}, any = false;  // a subnormal code in vector v's two panels' block
+    for (int v = 0; v < NV && kb < whole; ++v) {
+      subnormal[v] = (w.host_subnormal_blocks[(p0 + 2 * v) * kblocks + kb / 32] |
+                      w.host_subnormal_blocks[(p0 + 2 * v + 1) * kblocks + kb / 32]) != 0;
+      any |= subnormal[v];
+    }
     if (kb >= whole) {  // the K tail, column by column (scaled512::gemv_tile)
       for (int k = kb; k < K; ++k)
         for (int v = 0; v < NV; ++v) {
           const __m512 wk = scaled512::decode_column(
               scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, k / g), k % g);
-          for (int r = 0; r < R; ++r) part[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[r][v]);
+          for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
         }
-    } else if (subnormal) {
-      for (int r = 0; r < R; ++r) {
-        __m512 one[1][NV];
-        for (int v = 0; v < NV; ++v) one[0][v] = part[r][v];
-        scaled512::add_blocks<1, NV>(rows[r].xs, panel0, pb, {kb / g}, one);
-        for (int v = 0; v < NV; ++v) part[r][v] = one[0][v];
+    } else if (any) {  // each vector on its own: dot products, or multiply-adds where subnormal
+      for (int v = 0; v < NV; ++v) {
+        const uint8_t *a = panel0 + 2 * v * pb, *b = panel0 + (2 * v + 1) * pb;
+        if (subnormal[v])
+          fma_block<R>(rows, a, b, kb / g, part[v]);
+        else
+          dot_block<R>(rows, a, b, kb / g, part[v]);
       }
-    } else {
-      for (int i = 0; i < panels::kBlockK / g; ++i) {
-        const int q = kb / g + i;
+    } else {  // both vectors' chains interleaved (more of them in flight)
+      for (int q = kb / g; q < kb / g + panels::kBlockK / g; ++q) {
         __m512i w01[NV], w23[NV];
-        for (int v = 0; v < NV; ++v) {  // fp8dot512::dot_blocks' decode
-          const __m512i codes = scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q);
-          w01[v] = _mm512_and_si512(_mm512_srai_epi16(codes, 4), keep);
-          w23[v] = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(codes, 8), 4), keep);
-        }
+        for (int v = 0; v < NV; ++v)
+          decode_pairs(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), w01[v], w23[v]);
         for (int r = 0; r < R; ++r) {
           const uint32_t* x = rows[r].pairs + 2 * q;
           const __m512bh x01 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]));
           const __m512bh x23 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1]));
           for (int v = 0; v < NV; ++v)
-            part[r][v] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[r][v], (__m512bh)w01[v], x01), (__m512bh)w23[v], x23);
+            part[v][r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[v][r], (__m512bh)w01[v], x01), (__m512bh)w23[v], x23);
         }
       }
     }
@@ -116,14 +161,15 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
       for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(rows[r].x_scale[kb / 32]);
-        acc[r][v] = scaled512::add_block(acc[r][v], _mm512_mul_ps(part[r][v], part_back), sx, sw);
+        _mm512_store_ps(acc[v][r], scaled512::add_block(_mm512_load_ps(acc[v][r]), _mm512_mul_ps(part[v][r], part_back), sx, sw));
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
-      panels::store_rounded(_mm512_castps512_ps256(acc[r][v]), y + r * y_stride + 16 * v, round);
-      panels::store_rounded(_mm512_extractf32x8_ps(acc[r][v], 1), y + r * y_stride + 16 * v + 8, round);
+  for (int v = 0; v < NV; ++v)
+    for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+      const __m512 a = _mm512_load_ps(acc[v][r]);
+      panels::store_rounded(_mm512_castps512_ps256(a), y + r * y_stride + 16 * v, round);
+      panels::store_rounded(_mm512_extractf32x8_ps(a, 1), y + r * y_stride + 16 * v + 8, round);
     }
 }
 
@@ -147,7 +193,11 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
               case 1: tile_rows<1, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
               case 2: tile_rows<2, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
               case 3: tile_rows<3, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              default: tile_rows<4, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              case 4: tile_rows<4, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              case 5: tile_rows<5, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              case 6: tile_rows<6, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              case 7: tile_rows<7, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              default: tile_rows<8, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
             }
           }
         } else {
