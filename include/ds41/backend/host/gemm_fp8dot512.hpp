@@ -30,12 +30,13 @@ namespace ds41::host_gemv::gemm_fp8dot512 {
 /// Input rows a pass takes: with two vectors of 16 output rows (a tile of 4 panels), 8 rows keep
 /// 16 dot-product chains in registers (each lane's chain is a K-order sequence, so the chains of
 /// more rows and panels are what hide `vdpbf16ps`' latency) and decode each group pair once for
-/// all 8; the running sums, touched once per block, stay in memory. Measured against 4 rows a
-/// pass with a subnormal block taking the whole tile to one-row multiply-adds (session 16's
-/// tile; bench_kernels BM_BatchLinear, T = 8, one Xeon VM (Emerald Rapids), 2 threads):
-/// 1280x5120 1447 -> 1254 us, 32768x1280 11940 -> 7386, 5120x8192 10985 -> 7841, 5120x2304
-/// 3005 -> 2111. On that CPU `vdpbf16ps` issues one every ~2.5 cycles (a multiply-add every ~0.4
-/// cycles), and the tile runs at that rate: fma_block for every block measured the same.
+/// all 8; the running sums, touched once per block, stay in memory. Measured against session
+/// 16's tile (4 rows a pass, a subnormal block sending the whole tile to one-row multiply-adds),
+/// the two binaries alternating twice (bench_kernels BM_BatchLinear, T = 8, cold, 2 threads, one
+/// Xeon VM, Emerald Rapids): 1280x5120 1389-1710 -> 1233-1652 us, 32768x1280 8521-8897 ->
+/// 7458-7687, 5120x8192 8728-8757 -> 7063-8562, 5120x2304 2281-3218 -> 2004-2120. On that CPU
+/// `vdpbf16ps` issues once every ~2 cycles (a zmm multiply-add twice a cycle), and the tile runs
+/// near that rate; fma_block for every block measured the same.
 constexpr int kRowsPerPass = 8;
 
 /// One input row as the tile reads it: act_quant's q and scales, x' = q·2^60 (scaled::scale_input)
