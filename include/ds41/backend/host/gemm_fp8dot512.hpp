@@ -22,6 +22,8 @@
 #include "gemv_fp8dot512.hpp"
 #if defined(DS41_HOST_AVX512_BF16)
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <immintrin.h>
 
@@ -38,6 +40,75 @@ namespace ds41::host_gemv::gemm_fp8dot512 {
 /// `vdpbf16ps` issues once every ~2 cycles (a zmm multiply-add twice a cycle), and the tile runs
 /// near that rate; fma_block for every block measured the same.
 constexpr int kRowsPerPass = 8;
+
+/// How a pass sums its whole blocks: by dot products (two K-order multiply-adds of a lane per
+/// `vdpbf16ps`, a subnormal code's vector by multiply-adds), or by the scaled multiply-adds alone
+/// (one per `vfmadd`, scaled512::add_blocks' chain, each column decoded once for the pass's rows).
+/// Same bits either way: per lane both are the same chain of exact products and roundings.
+/// Which is faster depends on the core (dot_products_pay); kTuned asks it, the others force a
+/// path (tests run both on any CPU).
+enum class BlockSums { kTuned, kDotProducts, kMultiplyAdds };
+inline std::atomic<BlockSums>& block_sums_override() {
+  static std::atomic<BlockSums> mode{BlockSums::kTuned};
+  return mode;
+}
+
+/// Whether this core does more multiply-adds a second as `vdpbf16ps` (two a lane) than as zmm
+/// `vfmadd` (one): measured once, register-only loops of 16 independent chains, best of 7
+/// alternating rounds of ~10 us. Zen 4 and 5 issue a dot product as fast as a multiply-add (twice
+/// the work); Sapphire/Emerald Rapids one every ~2 cycles against two multiply-adds a cycle (one
+/// Xeon VM: 1.2 against 5.1 G instructions/s a core), where the multi-row tile by multiply-adds
+/// measured 0.7-0.9x the time of the dot products (bench_kernels BM_BatchLinear, T = 4-16). The
+/// dot products keep the call unless the multiply-adds are 1.5x faster: near a tie the tile's
+/// other work decides, and that favoured the dot products where they were measured (Zen 5).
+inline bool dot_products_pay() {
+  static const bool pay = [] {
+    using clock = std::chrono::steady_clock;
+    auto seconds = [](auto&& loop) {
+      const auto t0 = clock::now();
+      loop();
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    constexpr int kIters = 2048, kChains = 16;
+    volatile float sink = 0;
+    auto dots = [&] {
+      __m512 acc[kChains];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      __m512bh a = (__m512bh)_mm512_set1_epi32(0x3F803F80), b = (__m512bh)_mm512_set1_epi32(0x3C003C00);
+      for (int i = 0; i < kIters; ++i) {
+#pragma GCC unroll 16  // the chains in registers (a loop over the array kept them in memory)
+        for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+        asm volatile("" : "+v"(a), "+v"(b));
+      }
+      for (auto& c : acc) sink = sink + _mm512_reduce_add_ps(c);
+    };
+    auto fmas = [&] {
+      __m512 acc[kChains];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0x1p-8f);
+      for (int i = 0; i < kIters; ++i) {
+#pragma GCC unroll 16
+        for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(a, b, acc[k]);
+        asm volatile("" : "+v"(a), "+v"(b));
+      }
+      for (auto& c : acc) sink = sink + _mm512_reduce_add_ps(c);
+    };
+    double dot_s = 1e30, fma_s = 1e30;
+    for (int round = 0; round < 7; ++round) {
+      dot_s = std::min(dot_s, seconds(dots));
+      fma_s = std::min(fma_s, seconds(fmas));
+    }
+    // multiply-adds a second: 2 per dot-product lane, 1 per fma lane (same instruction count)
+    return fma_s * 1.5 > dot_s / 2;
+  }();
+  return pay;
+}
+
+/// The block sums linear_rows takes now: the override, else what dot_products_pay() says.
+inline bool use_dot_products() {
+  const BlockSums m = block_sums_override().load(std::memory_order_relaxed);
+  return m == BlockSums::kTuned ? dot_products_pay() : m == BlockSums::kDotProducts;
+}
 
 /// One input row as the tile reads it: act_quant's q and scales, x' = q·2^60 (scaled::scale_input)
 /// and its bf16 pairs (fp8dot512::prepare).
@@ -100,9 +171,10 @@ inline void fma_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b,
   }
 }
 
-/// Output rows [16·NV: panels p0 .. p0 + 2·NV) of R input rows: y + r·y_stride gets row r's values.
-/// The `ahead` panels after the tile are prefetched (scaled512::gemv_tile).
-template <int R, int NV>
+/// Output rows [16·NV: panels p0 .. p0 + 2·NV) of R input rows: y + r·y_stride gets row r's values,
+/// whole blocks by dot products (kDot) or multiply-adds (BlockSums). The `ahead` panels after the
+/// tile are prefetched (scaled512::gemv_tile).
+template <int R, int NV, bool kDot>
 void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, float* y, long y_stride,
                OutRound round) {
   constexpr int g = 4;  // K positions per 32-byte panel group
@@ -135,6 +207,18 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
           const __m512 wk = scaled512::decode_column(
               scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, k / g), k % g);
           for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
+        }
+    } else if (!kDot) {  // multiply-adds: both vectors' chains interleaved, each column decoded once
+      for (int q = kb / g; q < kb / g + panels::kBlockK / g; ++q)
+        for (int j = 0; j < g; j += 2) {
+          __m512 wj[NV], wj1[NV];
+          for (int v = 0; v < NV; ++v)
+            scaled512::decode_column_pair(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q),
+                                          j, wj[v], wj1[v]);
+          for (int r = 0; r < R; ++r) {
+            const __m512 x0 = _mm512_set1_ps(rows[r].xs[g * q + j]), x1 = _mm512_set1_ps(rows[r].xs[g * q + j + 1]);
+            for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
+          }
         }
     } else if (any) {  // each vector on its own: dot products, or multiply-adds where subnormal
       for (int v = 0; v < NV; ++v) {
@@ -181,6 +265,7 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
                         int n_begin, int n_end, int prefetch_end) {
   static_assert(panels::kTilePanels == 4, "a tile of 4 panels is 2 vectors of 16 rows");
   const long pb = panel_bytes(w.format, w.cols);
+  const bool dot = use_dot_products();
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
@@ -190,15 +275,21 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
             const RowInputs* pass = rows + r;
             float* yr = y + r * y_stride + n;
             const int ahead_now = r + kRowsPerPass >= T ? ahead : 0;  // the next tile: once, on the last pass
+            const auto pass_of = [&]<int R>(std::integral_constant<int, R>) {
+              if (dot)
+                tile_rows<R, 2, true>(pass, w, p0, ahead_now, yr, y_stride, round);
+              else
+                tile_rows<R, 2, false>(pass, w, p0, ahead_now, yr, y_stride, round);
+            };
             switch (std::min<long>(kRowsPerPass, T - r)) {
-              case 1: tile_rows<1, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 2: tile_rows<2, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 3: tile_rows<3, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 4: tile_rows<4, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 5: tile_rows<5, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 6: tile_rows<6, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              case 7: tile_rows<7, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
-              default: tile_rows<8, 2>(pass, w, p0, ahead_now, yr, y_stride, round); break;
+              case 1: pass_of(std::integral_constant<int, 1>{}); break;
+              case 2: pass_of(std::integral_constant<int, 2>{}); break;
+              case 3: pass_of(std::integral_constant<int, 3>{}); break;
+              case 4: pass_of(std::integral_constant<int, 4>{}); break;
+              case 5: pass_of(std::integral_constant<int, 5>{}); break;
+              case 6: pass_of(std::integral_constant<int, 6>{}); break;
+              case 7: pass_of(std::integral_constant<int, 7>{}); break;
+              default: pass_of(std::integral_constant<int, 8>{}); break;
             }
           }
         } else {
