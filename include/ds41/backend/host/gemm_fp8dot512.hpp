@@ -9,14 +9,16 @@
 // multiply-adds per `vdpbf16ps` on weights that need only an AND and a shift to become bf16.
 //
 // How: fp8dot512::dot_blocks' operations and order per lane, with the codes of each group pair
-// decoded once for all the pass's rows, each row's input pairs a broadcast operand. Same bits as
+// decoded once for all the pass's rows, each row's input pairs a broadcast operand; or, on a core
+// whose `vdpbf16ps` is slow (Intel's Sapphire/Emerald Rapids), scaled512::add_blocks'
+// multiply-adds, each column decoded once for the pass (BlockSums, dot_products_pay). Same bits as
 // the one-row path for the same reasons (see host/gemv_fp8dot512.hpp): per row the chain is
 // scaled512's multiply-add for multiply-add in K order; a vector (two panels) whose block holds a
 // subnormal code takes scaled512::add_blocks' multiply-adds there, each column decoded once for
 // all the pass's rows (fma_block), while the tile's other vector keeps its dot products; the K
-// tail is summed column by column; each block's finish is scaled512::gemv_tile's. Rows whose input the dot products cannot take (scale_input or
-// fp8dot512::prepare declines it) never reach here: gemv.hpp's linear() then takes the float tile
-// for the whole call.
+// tail is summed column by column; each block's finish is scaled512::gemv_tile's. Rows whose input
+// the dot products cannot take (scale_input or fp8dot512::prepare declines it) never reach here:
+// gemv.hpp's linear() then takes the float tile for the whole call.
 // Compiled where host/gemv_fp8dot512.hpp is (AVX-512 F/BW/DQ/VL and BF16).
 #pragma once
 #include "gemv_fp8dot512.hpp"
@@ -37,8 +39,8 @@ namespace ds41::host_gemv::gemm_fp8dot512 {
 /// the two binaries alternating twice (bench_kernels BM_BatchLinear, T = 8, cold, 2 threads, one
 /// Xeon VM, Emerald Rapids): 1280x5120 1389-1710 -> 1233-1652 us, 32768x1280 8521-8897 ->
 /// 7458-7687, 5120x8192 8728-8757 -> 7063-8562, 5120x2304 2281-3218 -> 2004-2120. On that CPU
-/// `vdpbf16ps` issues once every ~2 cycles (a zmm multiply-add twice a cycle), and the tile runs
-/// near that rate; fma_block for every block measured the same.
+/// `vdpbf16ps` issues once every ~2 cycles (a zmm multiply-add twice a cycle) and the dot
+/// products run near that rate: there the multiply-adds are the faster sums (BlockSums).
 constexpr int kRowsPerPass = 8;
 
 /// How a pass sums its whole blocks: by dot products (two K-order multiply-adds of a lane per
@@ -55,12 +57,13 @@ inline std::atomic<BlockSums>& block_sums_override() {
 
 /// Whether this core does more multiply-adds a second as `vdpbf16ps` (two a lane) than as zmm
 /// `vfmadd` (one): measured once, register-only loops of 16 independent chains, best of 7
-/// alternating rounds of ~10 us. Zen 4 and 5 issue a dot product as fast as a multiply-add (twice
-/// the work); Sapphire/Emerald Rapids one every ~2 cycles against two multiply-adds a cycle (one
-/// Xeon VM: 1.2 against 5.1 G instructions/s a core), where the multi-row tile by multiply-adds
-/// measured 0.7-0.9x the time of the dot products (bench_kernels BM_BatchLinear, T = 4-16). The
-/// dot products keep the call unless the multiply-adds are 1.5x faster: near a tie the tile's
-/// other work decides, and that favoured the dot products where they were measured (Zen 5).
+/// alternating rounds of 7-30 us. A core that issues `vdpbf16ps` as often as `vfmadd` does
+/// twice the work with it; Sapphire/Emerald Rapids issue it once every ~2 cycles against two
+/// multiply-adds a cycle (one Xeon VM: 1.2 against 5.1 G instructions/s a core, the loops here
+/// 25 against 7 us), and there the multi-row tile by multiply-adds measured mostly 0.7-0.9x the
+/// time of the dot products (bench_kernels BM_BatchLinear, T = 4-16: 0.5-1.08 over 24 pairs). The dot products keep the call
+/// unless the multiply-adds are 1.5x faster: near a tie the tile's other work decides, and the
+/// dot products are what session 16 measured on the Zen 5 VM (0.56-0.96 of its mul+add peak).
 inline bool dot_products_pay() {
   static const bool pay = [] {
     using clock = std::chrono::steady_clock;
@@ -98,7 +101,9 @@ inline bool dot_products_pay() {
       dot_s = std::min(dot_s, seconds(dots));
       fma_s = std::min(fma_s, seconds(fmas));
     }
-    // multiply-adds a second: 2 per dot-product lane, 1 per fma lane (same instruction count)
+    // multiply-adds a second: 2 per dot-product lane, 1 per fma lane (same instruction count).
+    // (Unoptimised builds may not keep the chains in registers; the choice then leans to the dot
+    // products, and either gives the same bits.)
     return fma_s * 1.5 > dot_s / 2;
   }();
   return pay;
@@ -149,8 +154,9 @@ inline void dot_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b,
     decode_pairs(scaled512::load_group_pair(a, b, q), w01, w23);
     for (int r = 0; r < R; ++r) {
       const uint32_t* x = rows[r].pairs + 2 * q;
-      part[r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[r], (__m512bh)w01, (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]))),
-                                 (__m512bh)w23, (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1])));
+      const __m512bh x01 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]));
+      const __m512bh x23 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1]));
+      part[r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[r], (__m512bh)w01, x01), (__m512bh)w23, x23);
     }
   }
 }
@@ -246,7 +252,8 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
       for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(rows[r].x_scale[kb / 32]);
-        _mm512_store_ps(acc[v][r], scaled512::add_block(_mm512_load_ps(acc[v][r]), _mm512_mul_ps(part[v][r], part_back), sx, sw));
+        const __m512 sum = scaled512::add_block(_mm512_load_ps(acc[v][r]), _mm512_mul_ps(part[v][r], part_back), sx, sw);
+        _mm512_store_ps(acc[v][r], sum);
       }
     }
   }
