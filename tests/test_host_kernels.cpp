@@ -543,6 +543,96 @@ TEST_CASE("fp8 panels: pack() flags exactly the (panel, 32-column block)s holdin
   CHECK(PanelMatrix(random_matrix(WeightFormat::kFp4Block32, 16, 64, rng)).view.host_subnormal_blocks == nullptr);
 }
 
+#if defined(DS41_HOST_AVX512)
+TEST_CASE("bf16 panels, T > 1: fused multiply-adds exactly where every product is exact, the same bits") {
+  std::mt19937 rng(61);
+  HostThreadPool pool(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // bf16-valued inputs: every product of two bf16 values has at most 16 significant bits
+  auto bf16_rows = [&](long T, int K, float scale) {
+    std::vector<float> x(static_cast<size_t>(T) * K);
+    for (auto& v : x) v = bf16_round(normal(rng) * scale);
+    return x;
+  };
+  // y = x·Wᵀ at every vector level against MatrixView::dot on the row-major original
+  auto mismatches = [&](const HostTensor& t, const MatrixView& p, const std::vector<float>& x, long T) {
+    const int rows = static_cast<int>(t.shape[0]), K = static_cast<int>(t.shape[1]);
+    long bad = 0;
+    for (auto isa : {host_gemv::VectorIsa::kTuned, host_gemv::VectorIsa::kAvx512, host_gemv::VectorIsa::kAvx2}) {
+      std::vector<float> y(static_cast<size_t>(T) * rows, 7.0f);
+      host_gemv::linear(x.data(), T, K, p, y.data(), rows, OutRound::kF32, pool, isa);
+      for (long r = 0; r < T; ++r)
+        for (int n = 0; n < rows; ++n) bad += !same_bits(y[r * rows + n], t.view().dot(x.data() + r * K, n));
+    }
+    return bad;
+  };
+  SUBCASE("pack() keeps the range of |w|; non-finite weights leave it unknown") {
+    HostTensor t = random_matrix(WeightFormat::kBF16, 24, 70, rng);  // |w| in [2^-4, 2^-2)
+    auto* w = reinterpret_cast<uint16_t*>(t.payload.data());
+    w[5] = 0x0000, w[9] = 0x8000, w[11] = 0x0001 /* bf16 subnormal, 2^-133 */, w[40] = 0xC180 /* -16 */;
+    PanelMatrix p(t);
+    CHECK(same_bits(p.view.host_bf16_abs_min, 0x1p-133f));
+    CHECK(same_bits(p.view.host_bf16_abs_max, 16.0f));
+    w[7] = 0x7F80;  // +inf
+    PanelMatrix q(t);
+    CHECK(q.view.host_bf16_abs_min == 0.0f);
+    CHECK(q.view.host_bf16_abs_max == 0.0f);
+  }
+  SUBCASE("taken for ordinary inputs, declined at each edge, every output the reference's") {
+    for (int K : {7, 16, 70, 326, 1024}) {
+      HostTensor t = random_matrix(WeightFormat::kBF16, 40, K, rng);  // |w| < 2
+      reinterpret_cast<uint16_t*>(t.payload.data())[3] = 0x7180;      // and one 2^100
+      PanelMatrix p(t);
+      REQUIRE(same_bits(p.view.host_bf16_abs_max, 0x1p100f));
+      REQUIRE(p.view.host_bf16_abs_min > 0.0f);
+      int e = 0;  // |w| >= 2^(e-1), the smallest below 2^e
+      std::frexp(p.view.host_bf16_abs_min, &e);
+      for (long T : {2L, 5L, 8L, 11L, 17L}) {
+        CAPTURE(K);
+        CAPTURE(T);
+        std::vector<float> x = bf16_rows(T, K, 1.0f);
+        x[0] = 0.0f, x[1] = -0.0f;
+        CHECK(host_gemv::gemm512::bf16_products_exact(x.data(), T, K, K, p.view));
+        CHECK(mismatches(t, p.view, x, T) == 0);
+        std::vector<float> zero(static_cast<size_t>(T) * K, 0.0f);  // every product zero
+        CHECK(host_gemv::gemm512::bf16_products_exact(zero.data(), T, K, K, p.view));
+        CHECK(mismatches(t, p.view, zero, T) == 0);
+        // each edge declines: a product below 2^-126 (with the smallest |w|), one reaching 2^128
+        // (with the 2^100 weight), a value that is no bf16, inf, NaN
+        const float edges[] = {std::ldexp(1.0f, -127 - e), 0x1p28f, 1.0f + 0x1p-20f, INFINITY, NAN};
+        for (float e : edges) {
+          CAPTURE(e);
+          std::vector<float> y = x;
+          y[static_cast<size_t>(T - 1) * K + K / 2] = e;
+          CHECK_FALSE(host_gemv::gemm512::bf16_products_exact(y.data(), T, K, K, p.view));
+          CHECK(mismatches(t, p.view, y, T) == 0);
+        }
+        // just inside: the smallest product at least 2^-126, the largest 2^127
+        std::vector<float> y = x;
+        y[K / 2] = std::ldexp(1.0f, -125 - e);
+        y[static_cast<size_t>(T - 1) * K] = 0x1p27f;
+        CHECK(host_gemv::gemm512::bf16_products_exact(y.data(), T, K, K, p.view));
+        CHECK(mismatches(t, p.view, y, T) == 0);
+      }
+    }
+  }
+  SUBCASE("inputs whose products round: the reference's bits on both paths") {
+    // tiny inputs: products in the subnormal range round there, so the call multiplies and adds
+    // apart; ordinary and huge ones take the fused path; all match the reference
+    HostTensor t = random_matrix(WeightFormat::kBF16, 33, 200, rng);
+    PanelMatrix p(t);
+    for (float scale : {0x1p-124f, 0x1p-100f, 1.0f, 0x1p100f}) {
+      CAPTURE(scale);
+      const std::vector<float> x = bf16_rows(8, 200, scale);
+      const bool exact = host_gemv::gemm512::bf16_products_exact(x.data(), 8, 200, 200, p.view);
+      if (scale < 0x1p-120f) CHECK_FALSE(exact);
+      if (scale >= 1.0f) CHECK(exact);
+      CHECK(mismatches(t, p.view, x, 8) == 0);
+    }
+  }
+}
+#endif
+
 TEST_CASE("fp4 panels: block scales stored as e8m0 bytes, the whole e8m0 range; other scales stay row-major") {
   std::mt19937 rng(59);
   HostThreadPool pool(2);

@@ -163,6 +163,9 @@ struct MatrixView {
   const uint8_t* host_fp4_scales_e8m0 = nullptr;  // host panels, fp4: the block scales as e8m0
                                                  // bytes, [stored panel][32-column block][8 rows]
                                                  // (`scales` is null; host/panels.hpp says why)
+  float host_bf16_abs_min = 0, host_bf16_abs_max = 0;  // host panels, bf16: the smallest nonzero and
+                                                       // the largest |w|, all finite (0: not known);
+                                                       // host/gemm_panels512.hpp's fused products
 
   /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
   /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds

@@ -18,7 +18,10 @@
 // cycle, or two of each in ymm): the gain is fewer instructions around the arithmetic.
 //
 // The operations are the AVX2 tile's lane for lane: each lane is its row's own chain in K order,
-// `part = part + x[k]·w` with the product rounded, then added (never FMA: -ffp-contract=off),
+// `part = part + x[k]·w` with the product rounded, then added (no contraction: -ffp-contract=off;
+// bf16 weights take one fused multiply-add only where bf16_products_exact shows every product
+// exact, the same bits: 0.72-0.8x the time at T = 8, bench_kernels BM_BatchLinear<kBF16>, one
+// Xeon VM (Emerald Rapids), the two binaries alternating twice),
 // fp8/fp4 per-32-column partial sums finished as acc + (part·s_x)·s_w, padding past K never
 // added. An input row's outputs do not depend on T or on the other rows (no cross-row
 // arithmetic), so a batch gives each sequence the bits a call with that row alone gives.
@@ -176,6 +179,18 @@ inline __m512 mul_broadcast(__m512 w, const float* x) {
 #endif
 }
 
+/// a + w · x[0] in one rounding (vfmadd231ps m32{1to16}), as mul_broadcast: the bf16 tile's
+/// products when every one of them is exact (bf16_products_exact), so that rounding the product
+/// first, as the reference does, changes nothing.
+inline __m512 fma_broadcast(__m512 a, __m512 w, const float* x) {
+#if defined(__GNUC__)
+  asm("vfmadd231ps (%1)%{1to16%}, %2, %0" : "+v"(a) : "r"(x), "v"(w));
+  return a;
+#else
+  return _mm512_fmadd_ps(_mm512_set1_ps(*x), w, a);
+#endif
+}
+
 /// R input rows (x rows xr[0..R), their act_quant scales sx) over one decoded block wt[0..kn):
 /// acc[i][v] = acc + Σ (scaled: a fresh partial finished by add_block; else the running sum).
 /// Not inlined, so that the decoder's tables and the block scales need no registers here (inlined
@@ -183,8 +198,9 @@ inline __m512 mul_broadcast(__m512 w, const float* x) {
 /// R input rows (x rows xr[0..R) from the span's first column) over a decoded span wt[0..kn) of
 /// up to kSpanK columns. Scaled: one fresh partial per 32-column block, finished into acc as
 /// add_block (sx[i][b]: row i's act_quant scale of the span's block b, scale[b] the weights');
-/// else one running sum per row through the whole span.
-template <int R, int NV, bool kScaled>
+/// else one running sum per row through the whole span. kFused: each product and its add as one
+/// fused multiply-add (only where every product is exact: bf16_products_exact).
+template <int R, int NV, bool kScaled, bool kFused = false>
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
@@ -204,7 +220,8 @@ void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __
 #endif
       }
       for (int i = 0; i < R; ++i)
-        for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
+        for (int v = 0; v < NV; ++v)
+          a[i][v] = kFused ? fma_broadcast(a[i][v], wk[v], xr[i] + k) : _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
     }
     for (int i = 0; i < R; ++i) {
       if constexpr (kScaled) {
@@ -221,17 +238,17 @@ void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __
 
 /// Rows r .. r + R of a chunk: apply_span with R known at compile time (R = kRowBlock, or the
 /// chunk's remainder).
-template <int NV, bool kScaled, int R = kRowBlock>
+template <int NV, bool kScaled, bool kFused, int R = kRowBlock>
 inline void apply_rows(int rows, const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512 (*scale)[NV],
                        const float (*sx)[kSpanBlocks], __m512 (*acc)[NV]) {
   if constexpr (R > 1)
-    if (rows < R) return apply_rows<NV, kScaled, R - 1>(rows, xr, wt, kn, scale, sx, acc);
-  apply_span<R, NV, kScaled>(xr, wt, kn, scale, sx, acc);
+    if (rows < R) return apply_rows<NV, kScaled, kFused, R - 1>(rows, xr, wt, kn, scale, sx, acc);
+  apply_span<R, NV, kScaled, kFused>(xr, wt, kn, scale, sx, acc);
 }
 
 /// T input rows through panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV): each span of
 /// kSpanK columns decoded once per kRowChunk input rows, applied kRowBlock rows at a time.
-template <class Columns, int NV, bool kScaled>
+template <class Columns, int NV, bool kScaled, bool kFused = false>
 void linear_tile(const Columns& dec, const float* x, const float* xs, long T, long x_stride, const MatrixView& w,
                  long p0, float* y, long y_stride, OutRound round) {
   constexpr int g = Columns::kGroup;
@@ -266,7 +283,7 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
           if constexpr (kScaled)
             for (int b = 0; b < nb; ++b) sx[i][b] = xs[(r0 + r + i) * kblocks + kb / kBlockK + b];
         }
-        apply_rows<NV, kScaled>(rows, xr, wt, kn, scale, sx, acc + r);
+        apply_rows<NV, kScaled, kFused>(rows, xr, wt, kn, scale, sx, acc + r);
       }
     }
     for (int r = 0; r < tc; ++r)
@@ -276,7 +293,7 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
 
 /// Rows [n_begin, n_end) for T input rows of a panel view: tiles of 4 panels as 2 vectors, a
 /// single panel by the AVX2 tile (Columns256), rows outside whole panels by the scalar dot.
-template <class Columns, class Columns256, bool kScaled>
+template <class Columns, class Columns256, bool kScaled, bool kFused = false>
 void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                       long y_stride, OutRound round, int n_begin, int n_end) {
   static_assert(Columns::kGroup == Columns256::kGroup);
@@ -284,7 +301,8 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        if constexpr (NP % 2 == 0) linear_tile<Columns, NP / 2, kScaled>(dec, x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+        if constexpr (NP % 2 == 0)
+          linear_tile<Columns, NP / 2, kScaled, kFused>(dec, x, xs, T, x_stride, w, p0, y + n, y_stride, round);
         else panels::linear_tile<Columns256, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
       },
       [&](int from, int to) { linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, from, to); });
@@ -299,15 +317,55 @@ inline bool usable(const MatrixView& w) {
   return true;
 }
 
+/// Whether every product of a bf16 Linear's inputs x (T rows, K columns) and the weights of the
+/// panel view w is exact in float32, so that the tile may add each with a fused multiply-add
+/// where the reference rounds the product and then adds: the same bits. A product of two bf16
+/// values has at most 16 significant bits, so it is exact unless it falls below 2^-126 (then
+/// rounded as a subnormal) or overflows; pack() keeps the range of |w| (host_bf16_abs_min/max),
+/// and every x here must be a finite bf16 value, its smallest nonzero magnitude times the
+/// smallest |w| at least 2^-126 and the largest times the largest below 2^128.
+/// Why: bf16 Linears of several rows (the grouped wo_a of a batched decode step) multiply and add
+/// apart, two instructions per weight and row; fused, one.
+inline bool bf16_products_exact(const float* x, long T, long x_stride, int K, const MatrixView& w) {
+  if (w.format != WeightFormat::kBF16 || !(w.host_bf16_abs_min > 0)) return false;
+  const __m512i low = _mm512_set1_epi32(0xFFFF), exponent = _mm512_set1_epi32(0x7F800000);
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __mmask16 bad = 0;
+  __m512i lo = _mm512_set1_epi32(0x7F800000), hi = _mm512_setzero_si512();  // magnitudes' bits
+  for (long r = 0; r < T; ++r) {
+    const float* row = x + r * x_stride;
+    for (int k = 0; k < K; k += 16) {
+      const __mmask16 in = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+      const __m512i v = _mm512_maskz_loadu_epi32(in, row + k);
+      const __m512i m = _mm512_and_si512(v, magnitude);
+      bad |= _mm512_mask_test_epi32_mask(in, v, low);                                       // not a bf16 value
+      bad |= _mm512_mask_cmpeq_epi32_mask(in, _mm512_and_si512(v, exponent), exponent);  // inf or NaN
+      const __mmask16 nonzero = _mm512_mask_test_epi32_mask(in, m, m);
+      lo = _mm512_mask_min_epu32(lo, nonzero, lo, m);
+      hi = _mm512_mask_max_epu32(hi, in, hi, m);
+    }
+  }
+  if (bad) return false;
+  const uint32_t lo_bits = static_cast<uint32_t>(_mm512_reduce_min_epu32(lo));
+  const uint32_t hi_bits = static_cast<uint32_t>(_mm512_reduce_max_epu32(hi));
+  if (hi_bits == 0) return true;  // every x zero: every product zero
+  return static_cast<double>(bits_f32(lo_bits)) * w.host_bf16_abs_min >= 0x1p-126 &&
+         static_cast<double>(bits_f32(hi_bits)) * w.host_bf16_abs_max < 0x1p128;
+}
+
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows and a panel view (usable): as
-/// panels::linear_rows, the same bits. fp8/fp4: x holds act_quant's q, xs its scales.
+/// panels::linear_rows, the same bits. fp8/fp4: x holds act_quant's q, xs its scales. bf16_fused:
+/// bf16_products_exact said yes for these x and w.
 inline void linear_rows(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
-                        long y_stride, OutRound round, int n_begin, int n_end) {
+                        long y_stride, OutRound round, int n_begin, int n_end, bool bf16_fused = false) {
   switch (w.format) {
     case WeightFormat::kF32:
       return linear_rows_with<F32Columns, panels::F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round,
                                                                      n_begin, n_end);
     case WeightFormat::kBF16:
+      if (bf16_fused)
+        return linear_rows_with<Bf16Columns, panels::Bf16Columns, false, true>(x, nullptr, T, x_stride, w, y,
+                                                                               y_stride, round, n_begin, n_end);
       return linear_rows_with<Bf16Columns, panels::Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride,
                                                                        round, n_begin, n_end);
     case WeightFormat::kFp8Block32:

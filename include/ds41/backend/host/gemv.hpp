@@ -396,6 +396,7 @@ struct PreparedInput {
 #if defined(DS41_HOST_AVX512_BF16)
   const gemm_fp8dot512::RowInputs* fp8_rows = nullptr;  // fp8 panels, T > 1: each row's x' and pairs
 #endif
+  bool bf16_fused = false;  // bf16 panels, T > 1: gemm512::bf16_products_exact
 };
 
 /// The vector instructions the host Linear's kernels may use, so that tests and benchmarks can
@@ -471,7 +472,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(DS41_HOST_AVX512)
     // T > 1 (batched decode, prefill): 16 rows a vector, several input rows per decoded block
     if (T > 1 && gemm512::usable(w) && isa != VectorIsa::kAvx2)
-      return gemm512::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+      return gemm512::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end, prepared.bf16_fused);
 #endif
     if (w.layout == WeightLayout::kPanels8)
       return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
@@ -631,6 +632,10 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     if (dot_rows && std::all_of(taken, taken + T, [](uint8_t t) { return t != 0; })) prepared.fp8_rows = inputs;
 #endif
   }
+#if defined(DS41_HOST_AVX512)
+  if (T > 1 && w.format == WeightFormat::kBF16 && isa != VectorIsa::kAvx2 && gemm512::usable(w))
+    prepared.bf16_fused = gemm512::bf16_products_exact(x, T, x_stride, w.cols, w);
+#endif
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   thread_local HostBuffer<float> fp4_table, scaled_x, fp4_units;
   thread_local HostBuffer<uint32_t> fp4_words;

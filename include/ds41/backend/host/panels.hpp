@@ -240,6 +240,22 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
     }
   }
   MatrixView v = src;
+  v.host_bf16_abs_min = v.host_bf16_abs_max = 0;
+  if (src.format == WeightFormat::kBF16) {  // the magnitudes' range, for fused multiply-adds
+    const auto* w = reinterpret_cast<const uint16_t*>(in);
+    const long n = static_cast<long>(src.rows) * src.cols;
+    uint16_t lo = 0x7FFF, hi = 0;
+    bool finite = true;
+    for (long i = 0; i < n; ++i) {
+      const uint16_t m = w[i] & 0x7FFF;
+      finite &= m < 0x7F80;
+      if (m) lo = std::min(lo, m), hi = std::max(hi, m);
+    }
+    if (finite && hi) {
+      v.host_bf16_abs_min = bf16_to_f32(lo);
+      v.host_bf16_abs_max = bf16_to_f32(hi);
+    }
+  }
   v.host_subnormal_blocks = subnormal_blocks;
   v.host_fp4_scales_e8m0 = fp4_scales;
   v.layout = WeightLayout::kPanels8;
