@@ -118,15 +118,18 @@ TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (atten
 TEST_CASE("sparse attention, several heads at once: each head's bits are the one-at-a-time ones") {
   std::mt19937 rng(71);
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
-  // heads: pairs, then a single one; D: 64-d score passes whole and part-filled, 32-wide value
-  // slices whole and part-filled, the transposes' 8-d tail; n: blocks of 64 whole and not
-  for (int H : {1, 2, 3, 16, 33})
+  // heads: pairs, then a single one (AVX-512: groups of 4, then single ones); D: 64-d score passes
+  // whole and part-filled, 32-wide value slices whole and part-filled (pairs of them and a last
+  // one), the transposes' 8-d tail; n: blocks of 64 whole and not (16-key vectors 1-4).
+  // q bf16 numbers as in the model (AVX-512: the fused score sums), or not (multiply, then add).
+  for (bool q_bf16 : {false, true})
+  for (int H : {1, 2, 3, 5, 16, 33})
     for (int D : {1, 7, 32, 40, 100, 108, 512})
-      for (int n : {1, 9, 33, 64, 65, 200}) {
+      for (int n : {1, 9, 17, 33, 49, 64, 65, 200}) {
         const int rows = 150;
         const long stride = D + 3;
         std::vector<float> q(static_cast<size_t>(H) * D), kv(static_cast<size_t>(rows) * stride), sink(H);
-        for (auto& v : q) v = uni(rng);
+        for (auto& v : q) v = q_bf16 ? bf16_round(uni(rng)) : uni(rng);
         for (auto& v : kv) v = bf16_round(uni(rng));
         for (auto& v : sink) v = uni(rng);
         std::vector<int> idx(n);
@@ -138,6 +141,7 @@ TEST_CASE("sparse attention, several heads at once: each head's bits are the one
         std::vector<float> fast(static_cast<size_t>(H) * D), ref(D);
         sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data(),
                                nan_scratch(D, H).data());
+        CAPTURE(q_bf16);
         CAPTURE(H);
         CAPTURE(D);
         CAPTURE(n);
@@ -177,3 +181,65 @@ TEST_CASE("sparse attention, several heads at once: large scores, underflowing p
   for (float v : fast) CHECK(v == 0.0f);
 }
 
+
+#if defined(DS41_HOST_AVX512)
+TEST_CASE("host_exact: products of bf16 numbers are exact unless one falls below 2^-126 or overflows") {
+  using host_exact::Bf16Range;
+  const auto range = [](std::vector<float> v) {
+    Bf16Range r;
+    host_exact::add_values(r, v.data(), static_cast<long>(v.size()));
+    return r;
+  };
+  const Bf16Range unit = range({1.0f, -0.5f, 0.0f, 0.25f});
+  CHECK(unit.bf16);
+  CHECK(unit.lo() == 0.25f);
+  CHECK(unit.hi() == 1.0f);
+  CHECK(host_exact::products_exact(unit, unit));
+  CHECK(host_exact::products_exact(range({0.0f, -0.0f}), range({1e30f})) == false);  // 1e30 is not a bf16 number
+  CHECK(host_exact::products_exact(range({0.0f, -0.0f}), range({0x1p100f})));        // every product zero
+  // the edges: smallest product 2^-126 is exact, 2^-127 is not; largest below 2^128 is, 2^128 is not
+  CHECK(host_exact::products_exact(range({0x1p-63f, 1.0f}), range({0x1p-63f})));
+  CHECK_FALSE(host_exact::products_exact(range({0x1p-64f, 1.0f}), range({0x1p-63f})));
+  CHECK(host_exact::products_exact(range({0x1.fep63f}), range({0x1p64f})));
+  CHECK_FALSE(host_exact::products_exact(range({0x1p64f}), range({0x1p64f})));
+  CHECK_FALSE(range({1.0f, INFINITY}).bf16);
+  CHECK_FALSE(range({NAN}).bf16);
+  CHECK_FALSE(range({1.0f + 0x1p-20f}).bf16);
+  // the masked tail: 17 values, the 17th not a bf16 number
+  std::vector<float> v(17, 1.0f);
+  v[16] = 1.0f + 0x1p-20f;
+  CHECK_FALSE(range(v).bf16);
+  v.pop_back();
+  CHECK(range(v).bf16);
+}
+
+TEST_CASE("sparse attention, several heads at once: products near 2^-126 (multiply, then add) give the one-at-a-time bits") {
+  // q and the keys bf16 numbers whose smallest products fall below 2^-126 (rounded as subnormals:
+  // a fused multiply-add would not round them), and the same with every product exact
+  const int H = 6, D = 64, rows = 80, n = 100;
+  std::mt19937 rng(79);
+  std::uniform_real_distribution<float> half_to_one(0.5f, 1.0f);
+  const auto uni = [&](std::mt19937& g) { return g() % 2 ? half_to_one(g) : -half_to_one(g); };  // |x| in [0.5, 1]
+  for (float tiny : {0x1p-70f, 0x1p-60f}) {
+    std::vector<float> q(H * D), kv(rows * D), sink(H, 0.5f);
+    for (int i = 0; i < H * D; ++i) q[i] = bf16_round(uni(rng) * (i % 5 == 0 ? tiny : 1.0f));
+    for (int i = 0; i < rows * D; ++i) kv[i] = bf16_round(uni(rng) * (i % 7 == 0 ? tiny : 1.0f) * 8.0f);
+    host_exact::Bf16Range qr, kr;
+    host_exact::add_values(qr, q.data(), H * D);
+    host_exact::add_values(kr, kv.data(), rows * D);
+    CAPTURE(tiny);
+    CHECK(host_exact::products_exact(qr, kr) == (tiny > 0x1p-63f));
+    std::vector<int> idx(n);
+    for (int t = 0; t < n; ++t) idx[t] = (t * 13) % rows;
+    std::vector<float> fast(H * D), ref(D);
+    sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
+                           nan_scratch(D, H).data());
+    long bad = 0;
+    for (int h = 0; h < H; ++h) {
+      sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), D, idx.data(), n, D, sink[h], 1.0f, ref.data());
+      for (int d = 0; d < D; ++d) bad += !same_bits(fast[h * D + d], ref[d]);
+    }
+    CHECK(bad == 0);
+  }
+}
+#endif

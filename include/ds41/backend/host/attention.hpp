@@ -15,8 +15,10 @@
 // softmax step is the shared attn_block_softmax, so the bits are sparse_attn_head's.
 #pragma once
 #include <algorithm>
+#include <type_traits>
 #include "../../core/attention_math.hpp"
 #include "../../core/simd_avx2.hpp"
+#include "bf16_range512.hpp"
 
 namespace ds41 {
 
@@ -148,6 +150,115 @@ inline void value_heads(const float* p, const float* alpha, int D, const float* 
 }
 
 }  // namespace attn_host
+
+#if defined(DS41_HOST_AVX512)
+// The same sums on 16 lanes (keys for the scores, d for the values), each lane still one sum in
+// the reference's order. kFused: each product and its add as one fused multiply-add, taken only
+// where host_exact says every product of the block is exact (q and the keys, bf16(p) and the
+// values: all bf16 numbers in the reference), so the bits are the multiply-then-add ones. Why:
+// per multiply-add the AVX2 loops issue a multiply and an add on 8 lanes; these one instruction
+// on 16 (bench_kernels BM_SparseAttentionSinkHeads; README "Performance").
+namespace attn_host512 {
+
+/// dots[h][0 .. 16·NV) += Σ over the slice's dn d of q_h[d]·key[d] (HS heads from q, stride D; kt
+/// the slice's rows of 64 keys): AVX2 score_heads' pass over one 64-d slice.
+template <int HS, int NV, bool kFused>
+inline void score_slice(const float* q, int D, const float* kt, int dn, float* dots) {
+  __m512 acc[HS][NV];
+  for (int h = 0; h < HS; ++h)
+    for (int u = 0; u < NV; ++u) acc[h][u] = _mm512_load_ps(dots + h * kAttnBlock + 16 * u);
+  for (int d = 0; d < dn; ++d) {
+    __m512 k[NV];
+    for (int u = 0; u < NV; ++u) k[u] = _mm512_load_ps(kt + static_cast<size_t>(d) * kAttnBlock + 16 * u);
+    for (int h = 0; h < HS; ++h) {
+      const __m512 qd = _mm512_set1_ps(q[static_cast<long>(h) * D + d]);
+      for (int u = 0; u < NV; ++u)
+        acc[h][u] = kFused ? _mm512_fmadd_ps(qd, k[u], acc[h][u]) : _mm512_add_ps(acc[h][u], _mm512_mul_ps(qd, k[u]));
+    }
+  }
+  for (int h = 0; h < HS; ++h)
+    for (int u = 0; u < NV; ++u) _mm512_store_ps(dots + h * kAttnBlock + 16 * u, acc[h][u]);
+}
+
+/// dots[h][j] (j < 16·ceil(nu/16), H heads, rows of dots 64 apart) = Σ_d q_h[d]·key_j[d] in d
+/// order: per 64-d slice (16 KiB of kt, in L1 while every head passes), 4 heads at a time.
+template <bool kFused>
+inline void score_heads(const float* q, int H, int D, const float* kt, int nu, float* dots) {
+  const int nv = (nu + 15) / 16;  // kt's keys past nu are zero up to a multiple of 32
+  for (int i = 0; i < H * kAttnBlock; ++i) dots[i] = 0.0f;
+  const auto pass = [&]<int HS>(std::integral_constant<int, HS>, const float* qh, const float* slice, int dn,
+                                float* dh) {
+    switch (nv) {
+      case 1: return score_slice<HS, 1, kFused>(qh, D, slice, dn, dh);
+      case 2: return score_slice<HS, 2, kFused>(qh, D, slice, dn, dh);
+      case 3: return score_slice<HS, 3, kFused>(qh, D, slice, dn, dh);
+      default: return score_slice<HS, 4, kFused>(qh, D, slice, dn, dh);
+    }
+  };
+  for (int d0 = 0; d0 < D; d0 += attn_host::kScoreSlice) {
+    const int dn = std::min(attn_host::kScoreSlice, D - d0);
+    const float* slice = kt + static_cast<size_t>(d0) * kAttnBlock;
+    int h = 0;
+    for (; h + 4 <= H; h += 4)
+      pass(std::integral_constant<int, 4>{}, q + static_cast<long>(h) * D + d0, slice, dn, dots + h * kAttnBlock);
+    for (; h < H; ++h)
+      pass(std::integral_constant<int, 1>{}, q + static_cast<long>(h) * D + d0, slice, dn, dots + h * kAttnBlock);
+  }
+}
+
+/// out_h[d] = out_h[d]·alpha_h + Σ_j p_h[j]·v_j[d] (j over the nu unmasked keys in index order)
+/// for HS heads over NS of vb's 32-wide slices from slice s0 (AVX2 value_heads, 16 d a vector).
+template <int HS, int NS, bool kFused>
+inline void value_slices(const float* p, const float* alpha, int D, const float* vb, int nu, int s0, float* out) {
+  constexpr int kSlice = attn_host::kValueSlice;
+  const float* base = vb + static_cast<size_t>(s0) * kAttnBlock * kSlice;
+  __m512 acc[HS][2 * NS];
+  for (int h = 0; h < HS; ++h)
+    for (int i = 0; i < 2 * NS; ++i) acc[h][i] = _mm512_setzero_ps();
+  for (int j = 0; j < nu; ++j) {
+    __m512 v[2 * NS];
+    for (int i = 0; i < 2 * NS; ++i)
+      v[i] = _mm512_load_ps(base + (static_cast<size_t>(i / 2) * kAttnBlock + j) * kSlice + 16 * (i % 2));
+    for (int h = 0; h < HS; ++h) {
+      const __m512 pj = _mm512_set1_ps(p[h * kAttnBlock + j]);
+      for (int i = 0; i < 2 * NS; ++i)
+        acc[h][i] = kFused ? _mm512_fmadd_ps(pj, v[i], acc[h][i]) : _mm512_add_ps(acc[h][i], _mm512_mul_ps(pj, v[i]));
+    }
+  }
+  for (int h = 0; h < HS; ++h) {
+    const __m512 a = _mm512_set1_ps(alpha[h]);
+    for (int i = 0; i < 2 * NS; ++i) {
+      const int d = s0 * kSlice + 16 * i;
+      float* o = out + static_cast<long>(h) * D + d;
+      if (d + 16 <= D) {
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(o), a), acc[h][i]));
+      } else if (d < D) {  // the last, part-filled vector
+        alignas(64) float blk[16];
+        _mm512_store_ps(blk, acc[h][i]);
+        for (int e = 0; e < D - d; ++e) o[e] = o[e] * alpha[h] + blk[e];
+      }
+    }
+  }
+}
+
+/// value_slices over all of D for H heads: two slices (64 d) and 4 heads at a time.
+template <bool kFused>
+inline void value_heads(const float* p, const float* alpha, int H, int D, const float* vb, int nu, float* out) {
+  const int slices = (D + attn_host::kValueSlice - 1) / attn_host::kValueSlice;
+  const auto heads = [&]<int NS>(std::integral_constant<int, NS>, int s0) {
+    int h = 0;
+    for (; h + 4 <= H; h += 4)
+      value_slices<4, NS, kFused>(p + h * kAttnBlock, alpha + h, D, vb, nu, s0, out + static_cast<long>(h) * D);
+    for (; h < H; ++h)
+      value_slices<1, NS, kFused>(p + h * kAttnBlock, alpha + h, D, vb, nu, s0, out + static_cast<long>(h) * D);
+  };
+  int s = 0;
+  for (; s + 2 <= slices; s += 2) heads(std::integral_constant<int, 2>{}, s);
+  if (s < slices) heads(std::integral_constant<int, 1>{}, s);
+}
+
+}  // namespace attn_host512
+#endif
 #endif
 
 /// Floats of scratch sparse_attn_heads_host needs for H heads of D (0 without AVX2).
@@ -174,6 +285,10 @@ inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stri
   std::fill(sc.den, sc.den + H, 0.0f);
   const float* row[kAttnBlock];
   int rows[kAttnBlock];  // the block positions of the unmasked keys
+#if defined(DS41_HOST_AVX512)
+  host_exact::Bf16Range queries;  // every head's q
+  host_exact::add_values(queries, q, static_cast<long>(H) * D);
+#endif
   for (int b0 = 0; b0 < n; b0 += kAttnBlock) {
     const int bn = std::min(kAttnBlock, n - b0);
     int nu = 0;  // the block's unmasked keys, in index order
@@ -182,8 +297,17 @@ inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stri
     gather_block(row, nu, D, sc.kt, sc.vb);
     float* dots = sc.s;
     int h = 0;
+#if defined(DS41_HOST_AVX512)
+    host_exact::Bf16Range keys;  // the block's keys (= values)
+    for (int j = 0; j < nu && keys.bf16; ++j) host_exact::add_values(keys, row[j], D);
+    if (host_exact::products_exact(queries, keys))
+      attn_host512::score_heads<true>(q, H, D, sc.kt, nu, dots);
+    else
+      attn_host512::score_heads<false>(q, H, D, sc.kt, nu, dots);
+#else
     for (; h + 2 <= H; h += 2) score_heads<2>(q + static_cast<long>(h) * D, D, sc.kt, nu, dots + h * kAttnBlock);
     for (; h < H; ++h) score_heads<1>(q + static_cast<long>(h) * D, D, sc.kt, nu, dots + h * kAttnBlock);
+#endif
     for (h = 0; h < H; ++h) {
       // scores to block positions (attn_block_softmax reads the unmasked ones), softmax, then
       // the probabilities back to the compact key order the value slices use
@@ -192,9 +316,18 @@ inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stri
       sc.alpha[h] = attn_block_softmax(p, idx + b0, bn, sc.m[h], sc.den[h]);
       for (int j = 0; j < nu; ++j) dh[j] = p[rows[j]];
     }
+#if defined(DS41_HOST_AVX512)
+    host_exact::Bf16Range probabilities;  // bf16(p): bf16 numbers in [0, 1]
+    for (h = 0; h < H && probabilities.bf16; ++h) host_exact::add_values(probabilities, dots + h * kAttnBlock, nu);
+    if (host_exact::products_exact(probabilities, keys))
+      attn_host512::value_heads<true>(dots, sc.alpha, H, D, sc.vb, nu, out);
+    else
+      attn_host512::value_heads<false>(dots, sc.alpha, H, D, sc.vb, nu, out);
+#else
     for (h = 0; h + 2 <= H; h += 2)
       value_heads<2>(dots + h * kAttnBlock, sc.alpha + h, D, sc.vb, nu, out + static_cast<long>(h) * D);
     for (; h < H; ++h) value_heads<1>(dots + h * kAttnBlock, sc.alpha + h, D, sc.vb, nu, out + static_cast<long>(h) * D);
+#endif
   }
   for (int h = 0; h < H; ++h) attn_finish(out + static_cast<long>(h) * D, D, sink[h], sc.m[h], sc.den[h]);
 #else

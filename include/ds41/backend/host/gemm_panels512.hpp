@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
+#include "bf16_range512.hpp"
 #include "gemv_panels.hpp"
 #include "gemv_panels512.hpp"
 #include "gemv_scaled512.hpp"
@@ -328,29 +329,9 @@ inline bool usable(const MatrixView& w) {
 /// apart, two instructions per weight and row; fused, one.
 inline bool bf16_products_exact(const float* x, long T, long x_stride, int K, const MatrixView& w) {
   if (w.format != WeightFormat::kBF16 || !(w.host_bf16_abs_min > 0)) return false;
-  const __m512i low = _mm512_set1_epi32(0xFFFF), exponent = _mm512_set1_epi32(0x7F800000);
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  __mmask16 bad = 0;
-  __m512i lo = _mm512_set1_epi32(0x7F800000), hi = _mm512_setzero_si512();  // magnitudes' bits
-  for (long r = 0; r < T; ++r) {
-    const float* row = x + r * x_stride;
-    for (int k = 0; k < K; k += 16) {
-      const __mmask16 in = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
-      const __m512i v = _mm512_maskz_loadu_epi32(in, row + k);
-      const __m512i m = _mm512_and_si512(v, magnitude);
-      bad |= _mm512_mask_test_epi32_mask(in, v, low);                                       // not a bf16 value
-      bad |= _mm512_mask_cmpeq_epi32_mask(in, _mm512_and_si512(v, exponent), exponent);  // inf or NaN
-      const __mmask16 nonzero = _mm512_mask_test_epi32_mask(in, m, m);
-      lo = _mm512_mask_min_epu32(lo, nonzero, lo, m);
-      hi = _mm512_mask_max_epu32(hi, in, hi, m);
-    }
-  }
-  if (bad) return false;
-  const uint32_t lo_bits = static_cast<uint32_t>(_mm512_reduce_min_epu32(lo));
-  const uint32_t hi_bits = static_cast<uint32_t>(_mm512_reduce_max_epu32(hi));
-  if (hi_bits == 0) return true;  // every x zero: every product zero
-  return static_cast<double>(bits_f32(lo_bits)) * w.host_bf16_abs_min >= 0x1p-126 &&
-         static_cast<double>(bits_f32(hi_bits)) * w.host_bf16_abs_max < 0x1p128;
+  host_exact::Bf16Range range;
+  for (long r = 0; r < T && range.bf16; ++r) host_exact::add_values(range, x + r * x_stride, K);
+  return host_exact::products_exact(range, w.host_bf16_abs_min, w.host_bf16_abs_max);
 }
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows and a panel view (usable): as
