@@ -14,3 +14,11 @@
 #else
 #define DS41_DEVICE_CODE 0
 #endif
+
+// A host kernel's helper inlined whatever the compiler's size limits say (its accumulators must
+// stay in the caller's registers).
+#if defined(__GNUC__)
+#define DS41_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define DS41_ALWAYS_INLINE inline
+#endif

@@ -21,6 +21,7 @@
 // gemv.hpp's linear() then takes the float tile for the whole call.
 // Compiled where host/gemv_fp8dot512.hpp is (AVX-512 F/BW/DQ/VL and BF16).
 #pragma once
+#include "../../core/macros.hpp"
 #include "gemv_fp8dot512.hpp"
 #if defined(DS41_HOST_AVX512_BF16)
 #include <algorithm>
@@ -145,36 +146,43 @@ inline void decode_pairs(__m512i codes, __m512i& w01, __m512i& w23) {
   w23 = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(codes, 8), 4), keep);
 }
 
-/// part[r] += row r's sum over the 8 groups from q0 of panels a and b (one vector), by dot
-/// products (no subnormal code in them).
-template <int R>
-inline void dot_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b, int q0, __m512 (&part)[R]) {
+/// part[v][r] += row r's sum over the 8 groups from q0 of vector v0 + v's two panels (panels
+/// p0 + 2(v0 + v) and the next, from panel0, pb bytes apart), v < NV, by dot products (no
+/// subnormal code in them): each group pair decoded once for all R rows, the NV vectors' chains
+/// interleaved (more of them in flight). Always inlined: the chains must stay in registers.
+template <int R, int NV>
+DS41_ALWAYS_INLINE void dot_blocks(const RowInputs* rows, const uint8_t* panel0, long pb, int v0, int q0, __m512 (*part)[R]) {
   for (int q = q0; q < q0 + panels::kBlockK / 4; ++q) {
-    __m512i w01, w23;
-    decode_pairs(scaled512::load_group_pair(a, b, q), w01, w23);
+    __m512i w01[NV], w23[NV];
+    for (int v = 0; v < NV; ++v)
+      decode_pairs(scaled512::load_group_pair(panel0 + 2 * (v0 + v) * pb, panel0 + (2 * (v0 + v) + 1) * pb, q), w01[v],
+                   w23[v]);
     for (int r = 0; r < R; ++r) {
       const uint32_t* x = rows[r].pairs + 2 * q;
       const __m512bh x01 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]));
       const __m512bh x23 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1]));
-      part[r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[r], (__m512bh)w01, x01), (__m512bh)w23, x23);
+      for (int v = 0; v < NV; ++v)
+        part[v][r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[v][r], (__m512bh)w01[v], x01), (__m512bh)w23[v], x23);
     }
   }
 }
 
-/// dot_block's sums by scaled512::add_blocks' multiply-adds (the same chain, column by column),
-/// for a block holding a subnormal code; each column decoded once for all R rows.
-template <int R>
-inline void fma_block(const RowInputs* rows, const uint8_t* a, const uint8_t* b, int q0, __m512 (&part)[R]) {
-  for (int q = q0; q < q0 + panels::kBlockK / 4; ++q) {
-    const __m512i codes = scaled512::load_group_pair(a, b, q);
+/// dot_blocks' sums by scaled512::add_blocks' multiply-adds (the same chain, column by column):
+/// a block holding a subnormal code, or every block where the multiply-adds are the faster sums
+/// (BlockSums); each column decoded once for all R rows.
+template <int R, int NV>
+DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0, long pb, int v0, int q0, __m512 (*part)[R]) {
+  for (int q = q0; q < q0 + panels::kBlockK / 4; ++q)
     for (int j = 0; j < 4; j += 2) {
-      __m512 wj, wj1;
-      scaled512::decode_column_pair(codes, j, wj, wj1);
-      for (int r = 0; r < R; ++r)
-        part[r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[4 * q + j + 1]), wj1,
-                                  _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[4 * q + j]), wj, part[r]));
+      __m512 wj[NV], wj1[NV];
+      for (int v = 0; v < NV; ++v)
+        scaled512::decode_column_pair(
+            scaled512::load_group_pair(panel0 + 2 * (v0 + v) * pb, panel0 + (2 * (v0 + v) + 1) * pb, q), j, wj[v], wj1[v]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 x0 = _mm512_set1_ps(rows[r].xs[4 * q + j]), x1 = _mm512_set1_ps(rows[r].xs[4 * q + j + 1]);
+        for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
+      }
     }
-  }
 }
 
 /// Output rows [16·NV: panels p0 .. p0 + 2·NV) of R input rows: y + r·y_stride gets row r's values,
@@ -215,38 +223,15 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
           for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
         }
     } else if (!kDot) {  // multiply-adds: both vectors' chains interleaved, each column decoded once
-      for (int q = kb / g; q < kb / g + panels::kBlockK / g; ++q)
-        for (int j = 0; j < g; j += 2) {
-          __m512 wj[NV], wj1[NV];
-          for (int v = 0; v < NV; ++v)
-            scaled512::decode_column_pair(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q),
-                                          j, wj[v], wj1[v]);
-          for (int r = 0; r < R; ++r) {
-            const __m512 x0 = _mm512_set1_ps(rows[r].xs[g * q + j]), x1 = _mm512_set1_ps(rows[r].xs[g * q + j + 1]);
-            for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
-          }
-        }
+      fma_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
     } else if (any) {  // each vector on its own: dot products, or multiply-adds where subnormal
-      for (int v = 0; v < NV; ++v) {
-        const uint8_t *a = panel0 + 2 * v * pb, *b = panel0 + (2 * v + 1) * pb;
+      for (int v = 0; v < NV; ++v)
         if (subnormal[v])
-          fma_block<R>(rows, a, b, kb / g, part[v]);
+          fma_blocks<R, 1>(rows, panel0, pb, v, kb / g, part + v);
         else
-          dot_block<R>(rows, a, b, kb / g, part[v]);
-      }
+          dot_blocks<R, 1>(rows, panel0, pb, v, kb / g, part + v);
     } else {  // both vectors' chains interleaved (more of them in flight)
-      for (int q = kb / g; q < kb / g + panels::kBlockK / g; ++q) {
-        __m512i w01[NV], w23[NV];
-        for (int v = 0; v < NV; ++v)
-          decode_pairs(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), w01[v], w23[v]);
-        for (int r = 0; r < R; ++r) {
-          const uint32_t* x = rows[r].pairs + 2 * q;
-          const __m512bh x01 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]));
-          const __m512bh x23 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1]));
-          for (int v = 0; v < NV; ++v)
-            part[v][r] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(part[v][r], (__m512bh)w01[v], x01), (__m512bh)w23[v], x23);
-        }
-      }
+      dot_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
     }
     for (int v = 0; v < NV; ++v) {  // scaled512::gemv_tile's finish
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
