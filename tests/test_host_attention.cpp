@@ -67,6 +67,27 @@ void sparse_attn_head_one_at_a_time(const float* q, const float* kv, long kv_str
 
 }  // namespace
 
+namespace {
+
+/// Outputs of sparse_attn_heads_host (H heads of q, rows D apart) whose bits differ from the
+/// one-at-a-time oracle's for the same head.
+long heads_differing(const std::vector<float>& q, const std::vector<float>& kv, long stride, const std::vector<int>& idx,
+                     int D, int H, const std::vector<float>& sink, float scale) {
+  const int n = static_cast<int>(idx.size());
+  std::vector<float> fast(static_cast<size_t>(H) * D), ref(D);
+  sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data(),
+                         nan_scratch(D, H).data());
+  long bad = 0;
+  for (int h = 0; h < H; ++h) {
+    sparse_attn_head_one_at_a_time(q.data() + static_cast<size_t>(h) * D, kv.data(), stride, idx.data(), n, D, sink[h],
+                                   scale, ref.data());
+    for (int d = 0; d < D; ++d) bad += !same_bits(fast[static_cast<size_t>(h) * D + d], ref[d]);
+  }
+  return bad;
+}
+
+}  // namespace
+
 TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time bits") {
   std::mt19937 rng(59);
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
@@ -137,21 +158,11 @@ TEST_CASE("sparse attention, several heads at once: each head's bits are the one
         for (auto& i : idx) i = i < 0 ? -1 : i;
         if (n >= 64)
           for (int t = 0; t < 64; ++t) idx[t] = -1;  // a whole block masked: it changes nothing
-        const float scale = 0.3f;
-        std::vector<float> fast(static_cast<size_t>(H) * D), ref(D);
-        sparse_attn_heads_host(q.data(), kv.data(), stride, idx.data(), n, D, H, sink.data(), scale, fast.data(),
-                               nan_scratch(D, H).data());
         CAPTURE(q_bf16);
         CAPTURE(H);
         CAPTURE(D);
         CAPTURE(n);
-        long bad = 0;
-        for (int h = 0; h < H; ++h) {
-          sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), stride, idx.data(), n, D, sink[h], scale,
-                                         ref.data());
-          for (int d = 0; d < D; ++d) bad += !same_bits(fast[static_cast<size_t>(h) * D + d], ref[d]);
-        }
-        CHECK(bad == 0);
+        CHECK(heads_differing(q, kv, stride, idx, D, H, sink, 0.3f) == 0);
       }
 }
 
@@ -166,15 +177,8 @@ TEST_CASE("sparse attention, several heads at once: large scores, underflowing p
   for (int i = 0; i < rows * D; ++i) kv[i] = bf16_round(uni(rng) * (1 + (i / D) % 5) * 3.0f);
   std::vector<int> idx(n);
   for (int t = 0; t < n; ++t) idx[t] = (t * 17) % rows;
-  std::vector<float> fast(H * D), ref(D);
-  sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
-                         nan_scratch(D, H).data());
-  long bad = 0;
-  for (int h = 0; h < H; ++h) {
-    sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), D, idx.data(), n, D, sink[h], 1.0f, ref.data());
-    for (int d = 0; d < D; ++d) bad += !same_bits(fast[h * D + d], ref[d]);
-  }
-  CHECK(bad == 0);
+  CHECK(heads_differing(q, kv, D, idx, D, H, sink, 1.0f) == 0);
+  std::vector<float> fast(H * D);
   std::fill(idx.begin(), idx.end(), -1);
   sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
                          nan_scratch(D, H).data());
@@ -231,15 +235,7 @@ TEST_CASE("sparse attention, several heads at once: products near 2^-126 (multip
     CHECK(host_exact::products_exact(qr, kr) == (tiny > 0x1p-63f));
     std::vector<int> idx(n);
     for (int t = 0; t < n; ++t) idx[t] = (t * 13) % rows;
-    std::vector<float> fast(H * D), ref(D);
-    sparse_attn_heads_host(q.data(), kv.data(), D, idx.data(), n, D, H, sink.data(), 1.0f, fast.data(),
-                           nan_scratch(D, H).data());
-    long bad = 0;
-    for (int h = 0; h < H; ++h) {
-      sparse_attn_head_one_at_a_time(q.data() + h * D, kv.data(), D, idx.data(), n, D, sink[h], 1.0f, ref.data());
-      for (int d = 0; d < D; ++d) bad += !same_bits(fast[h * D + d], ref[d]);
-    }
-    CHECK(bad == 0);
+    CHECK(heads_differing(q, kv, D, idx, D, H, sink, 1.0f) == 0);
   }
 }
 #endif
