@@ -11,8 +11,9 @@
 //   vb: the values in 32-wide slices of D, vb[slice][key][32]: two heads' 32 output elements are
 //       8 vectors of independent sums, each advancing in key order.
 // Every score and every output element is still one sum in the reference's order (q·k over d,
-// Σ bf16(p)·v over the block's unmasked keys in index order, no fused multiply-add), and the
-// softmax step is the shared attn_block_softmax, so the bits are sparse_attn_head's.
+// Σ bf16(p)·v over the block's unmasked keys in index order, each product rounded before its
+// add: fused only where it is exact, attn_host512), and the softmax step is the shared
+// attn_block_softmax, so the bits are sparse_attn_head's.
 #pragma once
 #include <algorithm>
 #include <type_traits>
@@ -189,6 +190,7 @@ inline void score_heads(const float* q, int H, int D, const float* kt, int nu, f
   const auto pass = [&]<int HS>(std::integral_constant<int, HS>, const float* qh, const float* slice, int dn,
                                 float* dh) {
     switch (nv) {
+      case 0: return;  // a block whose keys are all masked: no score is read
       case 1: return score_slice<HS, 1, kFused>(qh, D, slice, dn, dh);
       case 2: return score_slice<HS, 2, kFused>(qh, D, slice, dn, dh);
       case 3: return score_slice<HS, 3, kFused>(qh, D, slice, dn, dh);
