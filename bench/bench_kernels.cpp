@@ -127,6 +127,41 @@ DS41_BATCH_SHAPES(WeightFormat::kF32);
 DS41_BATCH_SHAPES(WeightFormat::kFp8Block32);
 DS41_BATCH_SHAPES(WeightFormat::kFp4Block32);
 
+// The same Linears on one core with warm weights: one matrix of ~1 MiB (in L2) called again and
+// again on a pool of one thread, so that what is timed is the tile's instructions alone, without
+// the reads, the pool's barriers or the other thread (a 2-core VM's minutes moved BM_BatchLinear by
+// 0.5-2x; this, best of its repetitions, by a few percent). of_core_peak: FLOP/s (2 per weight and
+// row) against one thread's share of BM_PeakMulAdd (measured once in this process); the fp8 and
+// bf16 tiles fuse exact products, so they can pass 1. Args: rows, cols, T.
+//   ./build/bench/bench_kernels --benchmark_filter=OneCoreWarm --benchmark_repetitions=5
+template <WeightFormat F>
+void BM_LinearOneCoreWarm(benchmark::State& st) {
+  const long rows = st.range(0), cols = st.range(1), T = st.range(2);
+  HostTensor w = random_matrix(F, rows, cols, 1);
+  Matrix<HostBackend> m(w);
+  std::vector<float> x = random_activations(T * cols, 2), y(T * rows);
+  HostThreadPool one(1);
+  const double peak = peak_mul_add_flops() / HostThreadPool::global().threads();
+  for (auto _ : st) {
+    host_gemv::linear(x.data(), T, cols, m.view(), y.data(), rows, OutRound::kBF16, one);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double flop = 2.0 * T * rows * cols;
+  st.counters["FLOP/s"] = benchmark::Counter(flop * st.iterations(), benchmark::Counter::kIsRate);
+  st.counters["of_core_peak"] = benchmark::Counter(flop * st.iterations() / peak, benchmark::Counter::kIsRate);
+}
+template <long kRows>
+void one_core_shapes(benchmark::internal::Benchmark* b) {  // kRows x 2048: ~1 MiB of weights
+  b->ArgNames({"rows", "cols", "T"});
+  for (long T : {1, 2, 3, 4, 8}) b->Args({kRows, 2048, T});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_LinearOneCoreWarm<WeightFormat::kFp4Block32>)->Apply(one_core_shapes<1024>);
+BENCHMARK(BM_LinearOneCoreWarm<WeightFormat::kFp8Block32>)->Apply(one_core_shapes<512>);
+BENCHMARK(BM_LinearOneCoreWarm<WeightFormat::kBF16>)->Apply(one_core_shapes<256>);
+BENCHMARK(BM_LinearOneCoreWarm<WeightFormat::kF32>)->Apply(one_core_shapes<128>);
+
 // The fp8 and fp4 decode GEMVs (the scaled-domain decoder, the integer block sums) at each vector
 // level side by side in one run (host_gemv::VectorIsa: AVX2 alone; AVX-512, host/gemv_scaled512.hpp
 // and host/gemv_fp4int512.hpp; the widest, with fp8 by BF16 dot products, host/gemv_fp8dot512.hpp;
