@@ -130,9 +130,10 @@ DS41_BATCH_SHAPES(WeightFormat::kFp4Block32);
 // The same Linears on one core with warm weights: one matrix of ~1 MiB (in L2) called again and
 // again on a pool of one thread, so that what is timed is the tile's instructions alone, without
 // the reads, the pool's barriers or the other thread (a 2-core VM's minutes moved BM_BatchLinear by
-// 0.5-2x; this, best of its repetitions, by a few percent). of_core_peak: FLOP/s (2 per weight and
-// row) against one thread's share of BM_PeakMulAdd (measured once in this process); the fp8 and
-// bf16 tiles fuse exact products, so they can pass 1. Args: rows, cols, T.
+// 0.5-2x; the best of this one's repetitions moved a few percent in a quiet minute). of_core_peak:
+// FLOP/s (2 per weight and row) against one thread's share of BM_PeakMulAdd (measured once in this
+// process); the fp8 and bf16 tiles fuse exact products and fp4 sums integers, so they can pass 1.
+// Args: rows, cols, T.
 //   ./build/bench/bench_kernels --benchmark_filter=OneCoreWarm --benchmark_repetitions=5
 template <WeightFormat F>
 void BM_LinearOneCoreWarm(benchmark::State& st) {
