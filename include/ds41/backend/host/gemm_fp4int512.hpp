@@ -125,8 +125,8 @@ inline __m128i biased_weight_times_2() {
 /// and 16-bit shifts of the vpshufb way, which share the integer port with every `vpdpbusd`.
 DS41_ALWAYS_INLINE void decode_block(const uint8_t* panel_a, const uint8_t* panel_b, int q0, __m512i (&wl)[4],
                                      __m512i (&wh)[4]) {
-#if defined(__AVX512VBMI__)
   const __m512i table = _mm512_broadcast_i32x4(biased_weight_times_2());
+#if defined(__AVX512VBMI__)
   const __m512i high_down = _mm512_set1_epi64(0x3C342C241C140C04LL);  // byte j of a word <- bits 8j + 4 ..
   for (int g = 0; g < 4; ++g) {
     const __m512i raw = scaled512::load_group_pair(panel_a, panel_b, q0 + g);
@@ -134,7 +134,6 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* panel_a, const uint8_t* pane
     wh[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(high_down, raw), table);
   }
 #else
-  const __m512i table = _mm512_broadcast_i32x4(biased_weight_times_2());
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   for (int g = 0; g < 4; ++g) {
     const __m512i raw = scaled512::load_group_pair(panel_a, panel_b, q0 + g);
