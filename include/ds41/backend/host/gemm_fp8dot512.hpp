@@ -15,7 +15,9 @@
 // the one-row path for the same reasons (see host/gemv_fp8dot512.hpp): per row the chain is
 // scaled512's multiply-add for multiply-add in K order; a vector (two panels) whose block holds a
 // subnormal code takes scaled512::add_blocks' multiply-adds there, each column decoded once for
-// all the pass's rows (fma_block), while the tile's other vector keeps its dot products; the K
+// all the pass's rows and lifted out of the subnormal range (fma_blocks, scaled512::lift_weight:
+// a multiply with a subnormal operand is a microcode assist on Intel cores), while the tile's
+// other vector keeps its dot products; the K
 // tail is summed column by column; each block's finish is scaled512::gemv_tile's. Rows whose input
 // the dot products cannot take (scale_input or fp8dot512::prepare declines it) never reach here:
 // gemv.hpp's linear() then takes the float tile for the whole call.
@@ -169,17 +171,27 @@ DS41_ALWAYS_INLINE void dot_blocks(const RowInputs* rows, const uint8_t* panel0,
 
 /// dot_blocks' sums by scaled512::add_blocks' multiply-adds (the same chain, column by column):
 /// a block holding a subnormal code, or every block where the multiply-adds are the faster sums
-/// (BlockSums); each column decoded once for all R rows.
-template <int R, int NV>
+/// (BlockSums); each column decoded once for all R rows. kLift: the columns lifted out of the
+/// subnormal range and the inputs scaled down to match (scaled512::lift_weight: the same bits,
+/// without a microcode assist per multiply-add), for blocks that hold a subnormal code.
+template <int R, int NV, bool kLift = false>
 DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0, long pb, int v0, int q0, __m512 (*part)[R]) {
+  const auto input = [&](int r, int k) {
+    return _mm512_set1_ps(kLift ? scaled512::lift_input(rows[r].xs[k]) : rows[r].xs[k]);
+  };
   for (int q = q0; q < q0 + panels::kBlockK / 4; ++q)
     for (int j = 0; j < 4; j += 2) {
       __m512 wj[NV], wj1[NV];
-      for (int v = 0; v < NV; ++v)
+      for (int v = 0; v < NV; ++v) {
         scaled512::decode_column_pair(
             scaled512::load_group_pair(panel0 + 2 * (v0 + v) * pb, panel0 + (2 * (v0 + v) + 1) * pb, q), j, wj[v], wj1[v]);
+        if constexpr (kLift) {
+          wj[v] = scaled512::lift_weight(wj[v]);
+          wj1[v] = scaled512::lift_weight(wj1[v]);
+        }
+      }
       for (int r = 0; r < R; ++r) {
-        const __m512 x0 = _mm512_set1_ps(rows[r].xs[4 * q + j]), x1 = _mm512_set1_ps(rows[r].xs[4 * q + j + 1]);
+        const __m512 x0 = input(r, 4 * q + j), x1 = input(r, 4 * q + j + 1);
         for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
       }
     }
@@ -223,11 +235,14 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
           for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
         }
     } else if (!kDot) {  // multiply-adds: both vectors' chains interleaved, each column decoded once
-      fma_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
+      if (any)
+        fma_blocks<R, NV, true>(rows, panel0, pb, 0, kb / g, part);
+      else
+        fma_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
     } else if (any) {  // each vector on its own: dot products, or multiply-adds where subnormal
       for (int v = 0; v < NV; ++v)
         if (subnormal[v])
-          fma_blocks<R, 1>(rows, panel0, pb, v, kb / g, part + v);
+          fma_blocks<R, 1, true>(rows, panel0, pb, v, kb / g, part + v);
         else
           dot_blocks<R, 1>(rows, panel0, pb, v, kb / g, part + v);
     } else {  // both vectors' chains interleaved (more of them in flight)

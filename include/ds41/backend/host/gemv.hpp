@@ -444,8 +444,9 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #endif
 #if defined(DS41_HOST_AVX512)
     if (T == 1 && prepared.scaled_x && scaled::usable(w) && isa != VectorIsa::kAvx2)
-      return scaled512::gemv_rows(x, xs, scaled512::FmaBlockSums{prepared.scaled_x}, w, y, round, n_begin, n_end,
-                                  prefetch_end);
+      return scaled512::gemv_rows(x, xs,
+                                  scaled512::FmaBlockSums{prepared.scaled_x, w.host_subnormal_blocks, (w.cols + 31) / 32},
+                                  w, y, round, n_begin, n_end, prefetch_end);
 #endif
     if (T == 1 && prepared.scaled_x && scaled::usable(w))
       return scaled::gemv_rows(x, xs, prepared.scaled_x, w, y, round, n_begin, n_end, prefetch_end);

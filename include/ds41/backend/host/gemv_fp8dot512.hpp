@@ -137,10 +137,8 @@ struct DotBlockSums {
   long kblocks;              // 32-column blocks per panel
   template <int B, int NV>
   void add(const uint8_t* panel0, long pb, long p0, const int (&q0)[B], __m512 (&part)[B][NV]) const {
-    bool any = false;  // a subnormal code in one of these blocks of the tile's panels
-    for (int v = 0; v < 2 * NV; ++v)
-      for (int b = 0; b < B; ++b) any |= subnormal[(p0 + v) * kblocks + q0[b] / 8] != 0;
-    if (any) return scaled512::add_blocks<B, NV>(xs, panel0, pb, q0, part);
+    if (scaled512::any_subnormal(subnormal, kblocks, p0, 2 * NV, q0))  // lifted: no assists
+      return scaled512::add_blocks<B, NV, true>(xs, panel0, pb, q0, part);
     dot_blocks<B, NV>(pairs, panel0, pb, q0, part);
   }
 };
