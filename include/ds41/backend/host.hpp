@@ -96,6 +96,24 @@ struct HostBackend {
       for (long i = begin; i < end; ++i) f(i, mine);
     });
   }
+  /// run_tasks runs its tasks on the pool's threads (MoeT's routed experts of a small step).
+  static constexpr bool kRunsTasks = true;
+  /// f(i) for i in [0, n), each i a task run wholly by one thread: a for_each or Linear inside it
+  /// runs inline there (nested pool calls do). The first thread takes its share of [0, n) front
+  /// to back, the others theirs, then each takes from the back of the others'
+  /// (HostThreadPool::run_owned): callers order tasks heaviest first.
+  template <class F>
+  static void run_tasks(long n, F f) {
+    HostThreadPool& pool = HostThreadPool::global();
+    if (n < 2 || pool.threads() == 1) {
+      for (long i = 0; i < n; ++i) f(i);
+      return;
+    }
+    pool.run_owned(n, 1, [&](long begin, long end, long) {
+      for (long i = begin; i < end; ++i) f(i);
+    });
+  }
+
   /// Threads for_each may use (the calling one included).
   static int threads() { return HostThreadPool::global().threads(); }
 

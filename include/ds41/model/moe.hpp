@@ -30,6 +30,9 @@ template <class B>
 class ResidentExperts {
  public:
   static constexpr bool kPrefetches = false;
+  /// Whether the references get() returns stay valid while other experts are fetched, so that
+  /// a step may take every routed expert's weights first and run them as concurrent tasks.
+  static constexpr bool kStableRefs = true;
   ResidentExperts() = default;
   ResidentExperts(const ModelConfig& c, const WeightSource& w, int layer) {
     const std::string p = "layers." + std::to_string(layer) + ".ffn.experts.";
@@ -129,21 +132,28 @@ class MoeT {
     }
 
     auto acc = B::template alloc<float>(static_cast<size_t>(T) * dim_);  // zeros
+    std::vector<Routed> routed;  // increasing expert id
     for (int e = 0; e < E; ++e) {
-      std::vector<int32_t> rows;
-      std::vector<float> rw;
+      Routed r{e, {}, {}};
       for (long t = 0; t < T; ++t)
         for (int j = 0; j < K; ++j)
           if (h_idx[t * K + j] == e) {
-            rows.push_back(static_cast<int32_t>(t));
-            rw.push_back(h_w[t * K + j]);
+            r.rows.push_back(static_cast<int32_t>(t));
+            r.weights.push_back(h_w[t * K + j]);
           }
-      if (rows.empty()) continue;
-      run_expert(experts_.get(e), x, rows, &rw, acc.data(), row_local);
+      if (!r.rows.empty()) routed.push_back(std::move(r));
     }
-    std::vector<int32_t> all(T);
-    for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
-    run_expert(shared_, x, all, nullptr, acc.data(), row_local);
+    bool as_tasks = false;
+    if constexpr (kExpertTasks) {
+      as_tasks = T <= kExpertTaskMaxRows && B::threads() > 1;
+      if (as_tasks) run_experts_as_tasks(routed, x, T, acc.data(), row_local);
+    }
+    if (!as_tasks) {
+      for (const Routed& r : routed) run_expert(experts_.get(r.expert), x, r.rows, &r.weights, acc.data(), row_local);
+      std::vector<int32_t> all(T);
+      for (long t = 0; t < T; ++t) all[t] = static_cast<int32_t>(t);
+      run_expert(shared_, x, all, nullptr, acc.data(), row_local);
+    }
     float* pa = acc.data();
     B::for_each(T * dim_, [=] DS41_LAMBDA(long e) { out[e] = bf16_round(pa[e]); });
     tap.f32("ffn_out", out, {T, dim_});
@@ -206,14 +216,25 @@ class MoeT {
   void run_expert(const ExpertWeights<B>& ew, const float* x, const std::vector<int32_t>& rows,
                   const std::vector<float>* weights, float* acc, bool row_local = false) const {
     const long n = static_cast<long>(rows.size());
-    const int dim = dim_, I = inter_;
+    const int dim = dim_;
     auto d_rows = B::template alloc<int32_t>(n);
     B::upload(d_rows.data(), rows.data(), n);
+    auto y = expert_output(ew, x, d_rows.data(), n, weights, row_local);
+    const int32_t* pr = d_rows.data();
+    const float* py = y.data();
+    B::for_each(n * dim, [=] DS41_LAMBDA(long e) { acc[pr[e / dim] * static_cast<long>(dim) + e % dim] += py[e]; });
+  }
+
+  /// The expert's output rows [n, dim] for the input rows x[rows[i]] (`rows` on the backend): w2 of
+  /// the weighted, clamped SwiGLU, each Linear rounded to bf16 as the reference's.
+  Buf<float> expert_output(const ExpertWeights<B>& ew, const float* x, const int32_t* rows, long n,
+                           const std::vector<float>* weights, bool row_local) const {
+    const int dim = dim_, I = inter_;
     auto d_w = B::template alloc<float>(weights ? n : 1);
     if (weights) B::upload(d_w.data(), weights->data(), n);
     auto xs = B::template alloc<float>(static_cast<size_t>(n) * dim);
     {
-      const int32_t* pr = d_rows.data();
+      const int32_t* pr = rows;
       float* px = xs.data();
       B::for_each(n * dim, [=] DS41_LAMBDA(long e) { px[e] = x[pr[e / dim] * static_cast<long>(dim) + e % dim]; });
     }
@@ -238,14 +259,74 @@ class MoeT {
     }
     auto y = B::template alloc<float>(static_cast<size_t>(n) * dim);
     B::linear(g.data(), n, I, ew.w2.view(), y.data(), dim, OutRound::kBF16);
-    {
-      const int32_t* pr = d_rows.data();
-      const float* py = y.data();
-      B::for_each(n * dim, [=] DS41_LAMBDA(long e) { acc[pr[e / dim] * static_cast<long>(dim) + e % dim] += py[e]; });
-    }
+    return y;
   }
 
  private:
+  /// One routed expert's share of a step: its input rows and their routing weights.
+  struct Routed {
+    int expert;
+    std::vector<int32_t> rows;
+    std::vector<float> weights;
+  };
+
+  /// Whether routed experts may run as whole tasks on the backend's threads (HostBackend::
+  /// run_tasks; a device backend runs them in turn): the store's weights must stay put while
+  /// the step fetches them all first.
+  static constexpr bool kExpertTasks = [] {
+    if constexpr (requires { B::kRunsTasks; ExpertStore::kStableRefs; }) return B::kRunsTasks && ExpertStore::kStableRefs;
+    return false;
+  }();
+  /// Up to this many rows in a step (a batched decode step, a verify draft) experts run as tasks;
+  /// a prefill's experts have rows enough to keep every thread busy inside each Linear.
+  static constexpr long kExpertTaskMaxRows = 16;
+
+  /// The experts of a step of few rows as tasks, one expert wholly on one thread (its Linears
+  /// and elementwise steps run inline there), each output in a buffer of its own, then added into
+  /// acc: the routed ones in increasing expert id, then the shared one, so each element's
+  /// additions are the loop's in the loop's order (the same bits). Why: at a few rows most routed
+  /// experts are one- or two-row GEMVs bound by memory, the shared expert and the rest multi-row
+  /// tiles bound by the multiply-adds; split Linear by Linear across the threads, each Linear
+  /// pays a barrier and both threads wait on memory at the same time. As tasks, heaviest first,
+  /// the first thread's share starts with the shared and the multi-row experts and the other's
+  /// with one-row ones (HostThreadPool::run_owned), so arithmetic and reads overlap.
+  void run_experts_as_tasks(const std::vector<Routed>& routed, const float* x, long T, float* acc, bool row_local) {
+    const size_t n = routed.size() + 1;  // the shared expert last
+    std::vector<const ExpertWeights<B>*> weights(n, &shared_);
+    for (size_t i = 0; i < routed.size(); ++i) weights[i] = &experts_.get(routed[i].expert);
+    std::vector<int32_t> every_row(static_cast<size_t>(T));
+    for (long t = 0; t < T; ++t) every_row[t] = static_cast<int32_t>(t);
+    auto rows_of = [&](size_t i) -> const std::vector<int32_t>& { return i < routed.size() ? routed[i].rows : every_row; };
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if ((a == n - 1) != (b == n - 1)) return a == n - 1;  // the shared expert (every row) first
+      return rows_of(a).size() > rows_of(b).size();
+    });
+    std::vector<Buf<int32_t>> rows(n);
+    std::vector<Buf<float>> outs(n);
+    for (size_t i = 0; i < n; ++i) {
+      rows[i] = B::template alloc<int32_t>(rows_of(i).size());
+      B::upload(rows[i].data(), rows_of(i).data(), rows_of(i).size());
+    }
+    B::run_tasks(static_cast<long>(n), [&](long k) {
+      const size_t i = order[k];
+      const std::vector<float>* w = i < routed.size() ? &routed[i].weights : nullptr;
+      outs[i] = expert_output(*weights[i], x, rows[i].data(), static_cast<long>(rows_of(i).size()), w, row_local);
+    });
+    // per row, its experts' output rows in increasing expert id, then the shared expert's
+    std::vector<std::vector<const float*>> sources(static_cast<size_t>(T));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < rows_of(i).size(); ++j)
+        sources[rows_of(i)[j]].push_back(outs[i].data() + static_cast<long>(j) * dim_);
+    const int dim = dim_;
+    B::for_each(T * dim, [&, dim](long e) {
+      float& a = acc[e];
+      for (const float* src : sources[e / dim]) a += src[e % dim];
+    });
+  }
+
+
   int dim_ = 0, inter_ = 0, E_ = 0, K_ = 0;
   ScoreFunc score_func_ = ScoreFunc::kSqrtSoftplus;
   float gate_temp_ = 1;

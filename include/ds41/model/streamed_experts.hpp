@@ -14,6 +14,9 @@ class StreamedExperts {
  public:
   using Cache = ExpertCache<B>;
   static constexpr bool kPrefetches = true;
+  /// get() may evict an expert fetched earlier in the step (a cache smaller than the step): the
+  /// step uses each expert before fetching the next.
+  static constexpr bool kStableRefs = false;
 
   StreamedExperts() = default;
   StreamedExperts(const ModelConfig& c, const WeightSource&, int layer, Cache& cache) : cache_(&cache), layer_(layer) {
