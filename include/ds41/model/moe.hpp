@@ -270,14 +270,14 @@ class MoeT {
     std::vector<float> weights;
   };
 
-  /// Whether routed experts may run as whole tasks on the backend's threads (HostBackend::
+  /// Whether a step's experts may run as whole tasks on the backend's threads (HostBackend::
   /// run_tasks; a device backend runs them in turn): the store's weights must stay put while
-  /// the step fetches them all first.
+  /// the step fetches every routed expert first.
   static constexpr bool kExpertTasks = [] {
     if constexpr (requires { B::kRunsTasks; ExpertStore::kStableRefs; }) return B::kRunsTasks && ExpertStore::kStableRefs;
     return false;
   }();
-  /// Up to this many rows in a step (a batched decode step, a verify draft) experts run as tasks;
+  /// Up to this many rows in a step (a batched decode step, a verify draft) the experts run as tasks;
   /// a prefill's experts have rows enough to keep every thread busy inside each Linear.
   static constexpr long kExpertTaskMaxRows = 16;
 
@@ -325,7 +325,6 @@ class MoeT {
       for (const float* src : sources[e / dim]) a += src[e % dim];
     });
   }
-
 
   int dim_ = 0, inter_ = 0, E_ = 0, K_ = 0;
   ScoreFunc score_func_ = ScoreFunc::kSqrtSoftplus;
