@@ -36,6 +36,24 @@ void* operator new(size_t n) { return counted_alloc(n, alignof(std::max_align_t)
 void* operator new[](size_t n) { return counted_alloc(n, alignof(std::max_align_t)); }
 void* operator new(size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<size_t>(a)); }
 void* operator new[](size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<size_t>(a)); }
+// the nothrow forms too (std::get_temporary_buffer's): left to the runtime, a sanitizer's own
+// allocator would hand out blocks that the counting delete below then frees as its own
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n, alignof(std::max_align_t)); } catch (...) { return nullptr; }
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n, alignof(std::max_align_t)); } catch (...) { return nullptr; }
+}
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n, static_cast<size_t>(a)); } catch (...) { return nullptr; }
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n, static_cast<size_t>(a)); } catch (...) { return nullptr; }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { counted_free(p); }
 void operator delete(void* p) noexcept { counted_free(p); }
 void operator delete[](void* p) noexcept { counted_free(p); }
 void operator delete(void* p, size_t) noexcept { counted_free(p); }
