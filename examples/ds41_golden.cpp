@@ -74,9 +74,7 @@ int usage(const char* msg) {
   return 2;
 }
 
-
 }  // namespace
-
 
 int main(int argc, char** argv) {
   std::string path, backend = "host", checkpoint;

@@ -96,7 +96,7 @@ struct HostBackend {
       for (long i = begin; i < end; ++i) f(i, mine);
     });
   }
-  /// run_tasks runs its tasks on the pool's threads (MoeT's routed experts of a small step).
+  /// run_tasks runs its tasks on the pool's threads (MoeT's experts of a step of few rows).
   static constexpr bool kRunsTasks = true;
   /// f(i) for i in [0, n), each i a task run wholly by one thread: a for_each or Linear inside it
   /// runs inline there (nested pool calls do). The first thread takes its share of [0, n) front
