@@ -16,6 +16,9 @@
 // at 75-83% (the AVX2 tile 64-69%), T = 8 at 67-73% (58-61%), T = 2 at 38-44% (32-38%). Per lane
 // this machine multiplies and adds no faster in zmm than in ymm (one zmm multiply and one add a
 // cycle, or two of each in ymm): the gain is fewer instructions around the arithmetic.
+// f32 and bf16, whose decode is a load or a shift, skip the span buffer: stream_rows walks the
+// panels column by column with kRowBlock rows' sums in registers and prefetches ahead, as the
+// one-row GEMV does, so that the reads overlap the arithmetic (stream_rows says by how much).
 //
 // The operations are the AVX2 tile's lane for lane: each lane is its row's own chain in K order,
 // `part = part + x[k]·w` with the product rounded, then added (no contraction: -ffp-contract=off;
@@ -192,16 +195,13 @@ inline __m512 fma_broadcast(__m512 a, __m512 w, const float* x) {
 #endif
 }
 
-/// R input rows (x rows xr[0..R), their act_quant scales sx) over one decoded block wt[0..kn):
-/// acc[i][v] = acc + Σ (scaled: a fresh partial finished by add_block; else the running sum).
-/// Not inlined, so that the decoder's tables and the block scales need no registers here (inlined
-/// with an "m" operand for x, GCC kept one weight vector on the stack and reloaded it per row).
 /// R input rows (x rows xr[0..R) from the span's first column) over a decoded span wt[0..kn) of
-/// up to kSpanK columns. Scaled: one fresh partial per 32-column block, finished into acc as
-/// add_block (sx[i][b]: row i's act_quant scale of the span's block b, scale[b] the weights');
-/// else one running sum per row through the whole span. kFused: each product and its add as one
-/// fused multiply-add (only where every product is exact: bf16_products_exact).
-template <int R, int NV, bool kScaled, bool kFused = false>
+/// up to kSpanK columns of an fp8/fp4 view: one fresh partial per 32-column block, finished into
+/// acc as add_block (sx[i][b]: row i's act_quant scale of the span's block b, scale[b] the
+/// weights'). Not inlined, so that the decoder's tables and the block scales need no registers
+/// here (inlined with an "m" operand for x, GCC kept one weight vector on the stack and reloaded
+/// it per row).
+template <int R, int NV>
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
@@ -209,9 +209,9 @@ void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __
                 const float (*sx)[kSpanBlocks], __m512 (*acc)[NV]) {
   __m512 a[R][NV];
   for (int k0 = 0, b = 0; k0 < kn; k0 += kBlockK, ++b) {
-    const int ke = kScaled ? std::min(kn, k0 + kBlockK) : kn;  // unscaled: the whole span at once
+    const int ke = std::min(kn, k0 + kBlockK);
     for (int i = 0; i < R; ++i)
-      for (int v = 0; v < NV; ++v) a[i][v] = kScaled ? _mm512_setzero_ps() : acc[i][v];
+      for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
     for (int k = k0; k < ke; ++k) {
       __m512 wk[NV];
       for (int v = 0; v < NV; ++v) {
@@ -221,35 +221,30 @@ void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __
 #endif
       }
       for (int i = 0; i < R; ++i)
-        for (int v = 0; v < NV; ++v)
-          a[i][v] = kFused ? fma_broadcast(a[i][v], wk[v], xr[i] + k) : _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
+        for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
     }
     for (int i = 0; i < R; ++i) {
-      if constexpr (kScaled) {
-        const __m512 s = _mm512_set1_ps(sx[i][b]);
-        for (int v = 0; v < NV; ++v)
-          acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[b][v]));
-      } else {
-        for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
-      }
+      const __m512 s = _mm512_set1_ps(sx[i][b]);
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[b][v]));
     }
-    if constexpr (!kScaled) break;
   }
 }
 
 /// Rows r .. r + R of a chunk: apply_span with R known at compile time (R = kRowBlock, or the
 /// chunk's remainder).
-template <int NV, bool kScaled, bool kFused, int R = kRowBlock>
+template <int NV, int R = kRowBlock>
 inline void apply_rows(int rows, const float* const* xr, const __m512 (*wt)[NV], int kn, const __m512 (*scale)[NV],
                        const float (*sx)[kSpanBlocks], __m512 (*acc)[NV]) {
   if constexpr (R > 1)
-    if (rows < R) return apply_rows<NV, kScaled, kFused, R - 1>(rows, xr, wt, kn, scale, sx, acc);
-  apply_span<R, NV, kScaled, kFused>(xr, wt, kn, scale, sx, acc);
+    if (rows < R) return apply_rows<NV, R - 1>(rows, xr, wt, kn, scale, sx, acc);
+  apply_span<R, NV>(xr, wt, kn, scale, sx, acc);
 }
 
-/// T input rows through panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV): each span of
-/// kSpanK columns decoded once per kRowChunk input rows, applied kRowBlock rows at a time.
-template <class Columns, int NV, bool kScaled, bool kFused = false>
+/// T input rows (act_quant's q, scales xs) through the fp8/fp4 panels [p0, p0 + 2·NV) into
+/// y[r·y_stride + 0 .. 16·NV): each span of kSpanK columns decoded once per kRowChunk input
+/// rows, applied kRowBlock rows at a time.
+template <class Columns, int NV>
 void linear_tile(const Columns& dec, const float* x, const float* xs, long T, long x_stride, const MatrixView& w,
                  long p0, float* y, long y_stride, OutRound round) {
   constexpr int g = Columns::kGroup;
@@ -272,23 +267,96 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
         }
       const int nb = (kn + kBlockK - 1) / kBlockK;
       __m512 scale[kSpanBlocks][NV];
-      if constexpr (kScaled)
-        for (int b = 0; b < nb; ++b)
-          for (int v = 0; v < NV; ++v) scale[b][v] = block_scales(w, p0 + 2 * v, kb / kBlockK + b);
+      for (int b = 0; b < nb; ++b)
+        for (int v = 0; v < NV; ++v) scale[b][v] = block_scales(w, p0 + 2 * v, kb / kBlockK + b);
       for (int r = 0; r < tc; r += kRowBlock) {
         const int rows = std::min(kRowBlock, tc - r);
         const float* xr[kRowBlock];
         float sx[kRowBlock][kSpanBlocks];
         for (int i = 0; i < rows; ++i) {
           xr[i] = x + (r0 + r + i) * x_stride + kb;
-          if constexpr (kScaled)
-            for (int b = 0; b < nb; ++b) sx[i][b] = xs[(r0 + r + i) * kblocks + kb / kBlockK + b];
+          for (int b = 0; b < nb; ++b) sx[i][b] = xs[(r0 + r + i) * kblocks + kb / kBlockK + b];
         }
-        apply_rows<NV, kScaled, kFused>(rows, xr, wt, kn, scale, sx, acc + r);
+        apply_rows<NV>(rows, xr, wt, kn, scale, sx, acc + r);
       }
     }
     for (int r = 0; r < tc; ++r)
       for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 16 * v, round);
+  }
+}
+
+/// R input rows (xr[0..R)) through the f32/bf16 panels [p0, p0 + 2·NV) from panel0, column by
+/// column straight from the panels: acc[i][v] = row i's chain over all K, `part = part + x[k]·w`
+/// (kFused: one fused multiply-add, bf16_products_exact), each group pair loaded and decoded
+/// once for the R rows, each panel prefetched panels512::kPrefetchAhead ahead (gemv_tile's
+/// walk with R rows). Not inlined: R·NV accumulators in registers.
+/// Why not linear_tile's spans (decoded into a buffer, then applied): for f32 and bf16 the
+/// decode is a load or a shift, and the span's loads then came in bursts between stretches of
+/// arithmetic, the memory idle while the arithmetic ran: at T = 8 a call took the sum of its
+/// read and its arithmetic (one Xeon VM, Emerald Rapids, 2 threads, three cold copies
+/// alternating, medians: f32 8192 x 5120 11.2-11.4 -> 7.1-7.2 ms, bf16 8192 x 4096 5.25 ->
+/// 3.4-3.5 (fused and not), f32 at T = 2 8.5 -> 6.9, T = 16 17.5 -> 13.9; one core warm, f32
+/// 128 x 2048 T = 8 70 -> 61 us).
+template <class Columns, int R, int NV, bool kFused>
+DS41_ALWAYS_INLINE void add_group(const Columns& dec, const float* const* xr, const uint8_t* panel0, long pb, int q,
+                                  int columns, __m512 (&a)[R][NV]) {
+  constexpr int g = Columns::kGroup;
+  __m512 c[NV][g];
+  for (int v = 0; v < NV; ++v)
+    dec.columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c[v]);
+  for (int j = 0; j < columns; ++j)
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < NV; ++v)
+        a[i][v] = kFused ? fma_broadcast(a[i][v], c[v][j], xr[i] + q * g + j)
+                         : _mm512_add_ps(a[i][v], mul_broadcast(c[v][j], xr[i] + q * g + j));
+}
+template <class Columns, int R, int NV, bool kFused>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void stream_rows(const Columns& dec, const float* const* xr, const uint8_t* panel0, long pb, int K,
+                 __m512 (*acc)[NV]) {
+  constexpr int g = Columns::kGroup;
+  __m512 a[R][NV];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
+  const int whole = K / g;  // groups wholly inside K
+  for (int q = 0; q < whole; ++q) {
+    if (q % 2 == 0)  // two groups to a 64-byte line
+      for (int v = 0; v < 2 * NV; ++v)
+        panels::prefetch_ahead(panels::group_at(panel0 + v * pb, q), 64, panels512::kPrefetchAhead);
+    add_group<Columns, R, NV, kFused>(dec, xr, panel0, pb, q, g, a);
+  }
+  if (whole * g < K)  // a bf16 K tail: the last group's first column
+    add_group<Columns, R, NV, kFused>(dec, xr, panel0, pb, whole, K - whole * g, a);
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+}
+
+/// stream_rows with R known at compile time (R = kRowBlock, or the remainder).
+template <class Columns, int NV, bool kFused, int R = kRowBlock>
+inline void stream_rows_n(int rows, const Columns& dec, const float* const* xr, const uint8_t* panel0, long pb, int K,
+                          __m512 (*acc)[NV]) {
+  if constexpr (R > 1)
+    if (rows < R) return stream_rows_n<Columns, NV, kFused, R - 1>(rows, dec, xr, panel0, pb, K, acc);
+  stream_rows<Columns, R, NV, kFused>(dec, xr, panel0, pb, K, acc);
+}
+
+/// T input rows through the f32/bf16 panels [p0, p0 + 2·NV) into y[r·y_stride + 0 .. 16·NV):
+/// stream_rows kRowBlock rows at a time (later passes find the tile's panels in L2).
+template <class Columns, int NV, bool kFused>
+void stream_tile(const Columns& dec, const float* x, long T, long x_stride, const MatrixView& w, long p0, float* y,
+                 long y_stride, OutRound round) {
+  const long pb = panel_bytes(w.format, w.cols);
+  const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
+  for (long r0 = 0; r0 < T; r0 += kRowBlock) {
+    const int rows = static_cast<int>(std::min<long>(kRowBlock, T - r0));
+    const float* xr[kRowBlock];
+    for (int i = 0; i < rows; ++i) xr[i] = x + (r0 + i) * x_stride;
+    __m512 acc[kRowBlock][NV];
+    stream_rows_n<Columns, NV, kFused>(rows, dec, xr, panel0, pb, w.cols, acc);
+    for (int i = 0; i < rows; ++i)
+      for (int v = 0; v < NV; ++v) store_rounded(acc[i][v], y + (r0 + i) * y_stride + 16 * v, round);
   }
 }
 
@@ -302,9 +370,12 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
   panels::walk_panel_rows(
       w, n_begin, n_end,
       [&]<int NP>(std::integral_constant<int, NP>, int n, long p0) {
-        if constexpr (NP % 2 == 0)
-          linear_tile<Columns, NP / 2, kScaled, kFused>(dec, x, xs, T, x_stride, w, p0, y + n, y_stride, round);
-        else panels::linear_tile<Columns256, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+        if constexpr (NP % 2 == 1)
+          panels::linear_tile<Columns256, NP, kScaled>(x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+        else if constexpr (kScaled)
+          linear_tile<Columns, NP / 2>(dec, x, xs, T, x_stride, w, p0, y + n, y_stride, round);
+        else
+          stream_tile<Columns, NP / 2, kFused>(dec, x, T, x_stride, w, p0, y + n, y_stride, round);
       },
       [&](int from, int to) { linear_rows_scalar(x, xs, T, x_stride, w, y, y_stride, round, from, to); });
 }
