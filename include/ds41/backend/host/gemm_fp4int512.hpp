@@ -26,6 +26,7 @@
 // Compiled where host/gemv_fp4int512.hpp is (AVX-512 F/BW/DQ/VL and VNNI).
 #pragma once
 #include "../../core/macros.hpp"
+#include "broadcast512.hpp"
 #include "gemv_fp4int512.hpp"
 #if defined(DS41_HOST_AVX512_VNNI)
 #include <algorithm>
@@ -150,13 +151,12 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* panel_a, const uint8_t* pane
 template <int kPlanesUsed>
 DS41_ALWAYS_INLINE __m512 integer_block(const RowPlanes& row, int bi, const __m512i (&wl)[4], const __m512i (&wh)[4]) {
   const uint32_t* x = row.words + static_cast<size_t>(bi) * 4 * kGroupWords;
-  const auto word = [&](int g, int i) { return _mm512_set1_epi32(static_cast<int>(x[g * kGroupWords + i])); };
   __m512i low[kPlanesUsed], high[kPlanesUsed];
   for (int p = 0; p < kPlanesUsed; ++p) low[p] = high[p] = _mm512_setzero_si512();
-  for (int g = 0; g < 4; ++g)
+  for (int g = 0; g < 4; ++g)  // each word broadcast inside vpdpbusd (host/broadcast512.hpp)
     for (int p = 0; p < kPlanesUsed; ++p) {
-      low[p] = _mm512_dpbusd_epi32(low[p], wl[g], word(g, 2 * p));
-      high[p] = _mm512_dpbusd_epi32(high[p], wh[g], word(g, 2 * p + 1));
+      low[p] = dpbusd_broadcast(low[p], wl[g], x + g * kGroupWords + 2 * p);
+      high[p] = dpbusd_broadcast(high[p], wh[g], x + g * kGroupWords + 2 * p + 1);
     }
   __m512i sum = _mm512_add_epi32(_mm512_add_epi32(low[0], high[0]), _mm512_slli_epi32(_mm512_add_epi32(low[1], high[1]), 7));
   if constexpr (kPlanesUsed == 3)

@@ -24,6 +24,7 @@
 // Compiled where host/gemv_fp8dot512.hpp is (AVX-512 F/BW/DQ/VL and BF16).
 #pragma once
 #include "../../core/macros.hpp"
+#include "broadcast512.hpp"
 #include "gemv_fp8dot512.hpp"
 #if defined(DS41_HOST_AVX512_BF16)
 #include <algorithm>
@@ -176,9 +177,7 @@ DS41_ALWAYS_INLINE void dot_blocks(const RowInputs* rows, const uint8_t* panel0,
 /// without a microcode assist per multiply-add), for blocks that hold a subnormal code.
 template <int R, int NV, bool kLift = false>
 DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0, long pb, int v0, int q0, __m512 (*part)[R]) {
-  const auto input = [&](int r, int k) {
-    return _mm512_set1_ps(kLift ? scaled512::lift_input(rows[r].xs[k]) : rows[r].xs[k]);
-  };
+  const auto input = [&](int r, int k) { return _mm512_set1_ps(scaled512::lift_input(rows[r].xs[k])); };
   for (int q = q0; q < q0 + panels::kBlockK / 4; ++q)
     for (int j = 0; j < 4; j += 2) {
       __m512 wj[NV], wj1[NV];
@@ -191,8 +190,13 @@ DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0,
         }
       }
       for (int r = 0; r < R; ++r) {
-        const __m512 x0 = input(r, 4 * q + j), x1 = input(r, 4 * q + j + 1);
-        for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
+        if constexpr (kLift) {
+          const __m512 x0 = input(r, 4 * q + j), x1 = input(r, 4 * q + j + 1);
+          for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
+        } else {  // x' broadcast inside the multiply-adds (host/broadcast512.hpp)
+          const float* x = rows[r].xs + 4 * q + j;
+          for (int v = 0; v < NV; ++v) part[v][r] = fma_broadcast(fma_broadcast(part[v][r], wj[v], x), wj1[v], x + 1);
+        }
       }
     }
 }

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <type_traits>
 #include "bf16_range512.hpp"
+#include "broadcast512.hpp"
 #include "gemv_panels.hpp"
 #include "gemv_panels512.hpp"
 #include "gemv_scaled512.hpp"
@@ -164,35 +165,6 @@ inline void store_rounded(__m512 acc, float* y, OutRound round) {
   alignas(64) float a[16];
   _mm512_store_ps(a, acc);
   for (int i = 0; i < 16; ++i) y[i] = apply_round(a[i], round);
-}
-
-/// w · x[0] (each lane's product rounded; the same value as x·w, the reference's order: IEEE
-/// multiplication commutes), x broadcast from memory inside the multiply (vmulps m32{1to16}).
-/// Why: with a separate vbroadcastss per input row, 8 rows x 2 vectors of multiply-adds from L1
-/// ran at ~65% of BM_PeakMulAdd on one core of this Zen 5 VM, with the broadcast folded in at
-/// 95-100% (rows per pass 6-8; GCC keeps one broadcast register per row, never folding it). The
-/// address goes in a register ("r", not "m": with an "m" operand GCC stored every accumulator to
-/// the stack on every k); x is written before the Linear starts and never while it runs.
-inline __m512 mul_broadcast(__m512 w, const float* x) {
-#if defined(__GNUC__)
-  __m512 p;
-  asm("vmulps (%1)%{1to16%}, %2, %0" : "=v"(p) : "r"(x), "v"(w));
-  return p;
-#else
-  return _mm512_mul_ps(_mm512_set1_ps(*x), w);
-#endif
-}
-
-/// a + w · x[0] in one rounding (vfmadd231ps m32{1to16}), as mul_broadcast: the bf16 tile's
-/// products when every one of them is exact (bf16_products_exact), so that rounding the product
-/// first, as the reference does, changes nothing.
-inline __m512 fma_broadcast(__m512 a, __m512 w, const float* x) {
-#if defined(__GNUC__)
-  asm("vfmadd231ps (%1)%{1to16%}, %2, %0" : "+v"(a) : "r"(x), "v"(w));
-  return a;
-#else
-  return _mm512_fmadd_ps(_mm512_set1_ps(*x), w, a);
-#endif
 }
 
 /// R input rows (x rows xr[0..R) from the span's first column) over a decoded span wt[0..kn) of
