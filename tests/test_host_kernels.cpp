@@ -1035,6 +1035,24 @@ TEST_CASE("HostBackend::for_each visits every item once, split or not") {
   }
 }
 
+TEST_CASE("HostBackend::for_each_in_rows visits every (row, column) once with its own indices, split or not") {
+  // shapes below and above the parallel threshold, chunks that start and end inside rows, one column
+  for (auto [rows, cols] : {std::pair{0L, 5L}, {3L, 0L}, {1L, 1L}, {7L, 9L}, {64L, 1L}, {3L, 5000L}, {1000L, 7L}}) {
+    std::vector<long> seen(static_cast<size_t>(rows * cols), -1);
+    std::vector<int> hits(static_cast<size_t>(rows * cols), 0);
+    long* s = seen.data();
+    int* h = hits.data();
+    HostBackend::for_each_in_rows(rows, cols, [=](long r, long c) {
+      s[r * cols + c] = r * 100000 + c;
+      h[r * cols + c] += 1;
+    });
+    long wrong = 0;
+    for (long r = 0; r < rows; ++r)
+      for (long c = 0; c < cols; ++c) wrong += hits[r * cols + c] != 1 || seen[r * cols + c] != r * 100000 + c;
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("HostBackend::for_each_with_scratch: every item once, no two running items share scratch") {
   for (bool heavy : {true, false})
     for (long n : {0L, 1L, 2L, 7L, 64L, 3000L}) {

@@ -154,6 +154,13 @@ __global__ void for_each_kernel(long n, F f) {
     f(i);
 }
 
+template <class F>
+__global__ void for_each_in_rows_kernel(long n, long cols, F f) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long>(gridDim.x) * blockDim.x)
+    f(i / cols, i % cols);
+}
+
 template <class T>
 __global__ void fill_kernel(T* p, size_t n, T v) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -373,6 +380,16 @@ struct CudaBackendT {
     unsigned grid = static_cast<unsigned>(std::min<long>((n + 255) / 256, 65535L * 16));
     cuda_detail::for_each_kernel<<<grid, 256, 0, stream()>>>(n, f);
     cuda_detail::check_launch("for_each");
+  }
+
+  /// f(r, c) for r < rows, c < cols (HostBackend::for_each_in_rows): one thread an element.
+  template <class F>
+  static void for_each_in_rows(long rows, long cols, F f) {
+    const long n = rows * cols;
+    if (n <= 0) return;
+    unsigned grid = static_cast<unsigned>(std::min<long>((n + 255) / 256, 65535L * 16));
+    cuda_detail::for_each_in_rows_kernel<<<grid, 256, 0, stream()>>>(n, cols, f);
+    cuda_detail::check_launch("for_each_in_rows");
   }
 
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,

@@ -66,11 +66,10 @@ class HighwayT {
   /// y[t, d] = bf16(Σ_i pre[t, i] · h[t, i, d]) — the collapse of hc copies into one row.
   void collapse(const float* h, const float* pre, long T, float* y) const { collapse(h, pre, T, hc_, dim_, y); }
   static void collapse(const float* h, const float* pre, long T, int hc, int dim, float* y) {
-    B::for_each(T * dim, [=] DS41_LAMBDA(long e) {
-      long t = e / dim, d = e % dim;
+    B::for_each_in_rows(T, dim, [=] DS41_LAMBDA(long t, long d) {
       float acc = 0.0f;
       for (int i = 0; i < hc; ++i) acc += pre[t * hc + i] * h[(t * hc + i) * dim + d];
-      y[e] = bf16_round(acc);
+      y[t * dim + d] = bf16_round(acc);
     });
   }
 
@@ -87,10 +86,7 @@ class HighwayT {
 
   /// hc identical copies of each row: [T, dim] -> [T, hc, dim].
   static void expand_copies(const float* x, long T, int hc, int dim, float* out) {
-    B::for_each(T * hc * dim, [=] DS41_LAMBDA(long e) {
-      long t = e / (static_cast<long>(hc) * dim);
-      out[e] = x[t * dim + e % dim];
-    });
+    B::for_each_in_rows(T * hc, dim, [=] DS41_LAMBDA(long r, long d) { out[r * dim + d] = x[r / hc * dim + d]; });
   }
   /// The initial one-hot pre mix (copy 0).
   static void identity_pre(long T, int hc, float* pre) {

@@ -222,7 +222,7 @@ class MoeT {
     auto y = expert_output(ew, x, d_rows.data(), n, weights, row_local);
     const int32_t* pr = d_rows.data();
     const float* py = y.data();
-    B::for_each(n * dim, [=] DS41_LAMBDA(long e) { acc[pr[e / dim] * static_cast<long>(dim) + e % dim] += py[e]; });
+    B::for_each_in_rows(n, dim, [=] DS41_LAMBDA(long i, long d) { acc[pr[i] * static_cast<long>(dim) + d] += py[i * dim + d]; });
   }
 
   /// The expert's output rows [n, dim] for the input rows x[rows[i]] (`rows` on the backend): w2 of
@@ -236,7 +236,7 @@ class MoeT {
     {
       const int32_t* pr = rows;
       float* px = xs.data();
-      B::for_each(n * dim, [=] DS41_LAMBDA(long e) { px[e] = x[pr[e / dim] * static_cast<long>(dim) + e % dim]; });
+      B::for_each_in_rows(n, dim, [=] DS41_LAMBDA(long i, long d) { px[i * dim + d] = x[pr[i] * static_cast<long>(dim) + d]; });
     }
     auto g = B::template alloc<float>(static_cast<size_t>(n) * I);
     auto u = B::template alloc<float>(static_cast<size_t>(n) * I);
@@ -246,14 +246,15 @@ class MoeT {
       float *pg = g.data(), *pu = u.data();
       const float* pw = weights ? d_w.data() : nullptr;
       const float lim = limit_;
-      B::for_each(n * I, [=] DS41_LAMBDA(long e) {
+      B::for_each_in_rows(n, I, [=] DS41_LAMBDA(long i, long c) {
+        const long e = i * I + c;
         float gv = pg[e], uv = pu[e];
         if (lim > 0.0f) {
           uv = fminf(fmaxf(uv, -lim), lim);
           gv = fminf(gv, lim);
         }
-        float h = row_local ? torch_silu(gv, e % I, I) * uv : torch_silu(gv, e, n * I) * uv;
-        if (pw) h = pw[e / I] * h;
+        float h = row_local ? torch_silu(gv, c, I) * uv : torch_silu(gv, e, n * I) * uv;
+        if (pw) h = pw[i] * h;
         pg[e] = bf16_round(h);
       });
     }
@@ -320,9 +321,9 @@ class MoeT {
       for (size_t j = 0; j < rows_of(i).size(); ++j)
         sources[rows_of(i)[j]].push_back(outs[i].data() + static_cast<long>(j) * dim_);
     const int dim = dim_;
-    B::for_each(T * dim, [&, dim](long e) {
-      float& a = acc[e];
-      for (const float* src : sources[e / dim]) a += src[e % dim];
+    B::for_each_in_rows(T, dim, [&](long t, long d) {
+      float& a = acc[t * dim + d];
+      for (const float* src : sources[t]) a += src[d];
     });
   }
 
