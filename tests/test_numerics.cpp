@@ -2,6 +2,7 @@
 // round trips, reductions, norms, RoPE, Sinkhorn, top-k.
 #include <doctest/doctest.h>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 #include "ds41/core/activation.hpp"
@@ -13,6 +14,7 @@
 #include "ds41/core/simd_avx2.hpp"
 #include "ds41/core/sinkhorn.hpp"
 #include "ds41/core/topk.hpp"
+#include "ds41/core/torch_math.hpp"
 
 using namespace ds41;
 
@@ -159,6 +161,19 @@ TEST_CASE("fp4 round trips: pow2 scale (block 32) and e4m3 scale (block 16)") {
     fp4_e4m3_roundtrip(z.data(), 16);
     for (float v : z) CHECK(v == 0.0f);
   }
+}
+
+TEST_CASE("torch.clamp: bounds, values inside kept bit for bit, NaN stays NaN") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  CHECK(torch_clamp(12.0f, -10.0f, 10.0f) == 10.0f);
+  CHECK(torch_clamp(-inf, -10.0f, 10.0f) == -10.0f);
+  CHECK(torch_clamp(inf, -10.0f, 10.0f) == 10.0f);
+  CHECK(std::signbit(torch_clamp(-0.0f, -10.0f, 10.0f)));
+  CHECK(torch_clamp(3.5f, -10.0f, 10.0f) == 3.5f);
+  CHECK(std::isnan(torch_clamp(nan, -10.0f, 10.0f)));  // fminf(fmaxf(NaN, -10), 10) would give 10
+  CHECK(torch_clamp_max(-inf, 10.0f) == -inf);
+  CHECK(torch_clamp_max(11.0f, 10.0f) == 10.0f);
+  CHECK(std::isnan(torch_clamp_max(nan, 10.0f)));
 }
 
 TEST_CASE("torch-order sum equals the left-to-right sum on exact data and is close otherwise") {

@@ -239,6 +239,11 @@ DS41_HD float log1p_sleef_u10(float d) {
 DS41_HD float torch_exp(float x, long i, long n) { return torch_vector_path(i, n) ? exp_sleef_u10(x) : exp_scalar(x); }
 /// torch.sigmoid: 1 / (1 + exp(-x)).
 DS41_HD float torch_sigmoid(float x, long i, long n) { return 1.0f / (1.0f + torch_exp(-x, i, n)); }
+/// torch.clamp(x, lo, hi) / torch.clamp(x, max=hi) on float32: a NaN stays NaN (both torch's
+/// scalar std::min/std::max and its vector min/max pass it through); libm's fminf/fmaxf would
+/// return the bound instead, finite output where the reference has NaN.
+DS41_HD float torch_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+DS41_HD float torch_clamp_max(float x, float hi) { return x > hi ? hi : x; }
 /// F.silu: x / (1 + exp(-x)).
 DS41_HD float torch_silu(float x, long i, long n) { return x / (1.0f + torch_exp(-x, i, n)); }
 

@@ -249,9 +249,9 @@ class MoeT {
       B::for_each_in_rows(n, I, [=] DS41_LAMBDA(long i, long c) {
         const long e = i * I + c;
         float gv = pg[e], uv = pu[e];
-        if (lim > 0.0f) {
-          uv = fminf(fmaxf(uv, -lim), lim);
-          gv = fminf(gv, lim);
+        if (lim > 0.0f) {  // the reference's torch.clamp: up to [-lim, lim], gate to lim above
+          uv = torch_clamp(uv, -lim, lim);
+          gv = torch_clamp_max(gv, lim);
         }
         float h = row_local ? torch_silu(gv, c, I) * uv : torch_silu(gv, e, n * I) * uv;
         if (pw) h = pw[i] * h;
