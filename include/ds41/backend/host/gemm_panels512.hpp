@@ -257,18 +257,7 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
   }
 }
 
-/// R input rows (xr[0..R)) through the f32/bf16 panels [p0, p0 + 2·NV) from panel0, column by
-/// column straight from the panels: acc[i][v] = row i's chain over all K, `part = part + x[k]·w`
-/// (kFused: one fused multiply-add, bf16_products_exact), each group pair loaded and decoded
-/// once for the R rows, each panel prefetched panels512::kPrefetchAhead ahead (gemv_tile's
-/// walk with R rows). Not inlined: R·NV accumulators in registers.
-/// Why not linear_tile's spans (decoded into a buffer, then applied): for f32 and bf16 the
-/// decode is a load or a shift, and the span's loads then came in bursts between stretches of
-/// arithmetic, the memory idle while the arithmetic ran: at T = 8 a call took the sum of its
-/// read and its arithmetic (one Xeon VM, Emerald Rapids, 2 threads, three cold copies
-/// alternating, medians: f32 8192 x 5120 11.2-11.4 -> 7.1-7.2 ms, bf16 8192 x 4096 5.25 ->
-/// 3.4-3.5 (fused and not), f32 at T = 2 8.5 -> 6.9, T = 16 17.5 -> 13.9; one core warm, f32
-/// 128 x 2048 T = 8 70 -> 61 us).
+/// Group q of the f32/bf16 panels from panel0 (`columns` of its columns) into R rows' sums a.
 template <class Columns, int R, int NV, bool kFused>
 DS41_ALWAYS_INLINE void add_group(const Columns& dec, const float* const* xr, const uint8_t* panel0, long pb, int q,
                                   int columns, __m512 (&a)[R][NV]) {
@@ -282,6 +271,19 @@ DS41_ALWAYS_INLINE void add_group(const Columns& dec, const float* const* xr, co
         a[i][v] = kFused ? fma_broadcast(a[i][v], c[v][j], xr[i] + q * g + j)
                          : _mm512_add_ps(a[i][v], mul_broadcast(c[v][j], xr[i] + q * g + j));
 }
+
+/// R input rows (xr[0..R)) through the f32/bf16 panels [p0, p0 + 2·NV) from panel0, column by
+/// column straight from the panels: acc[i][v] = row i's chain over all K, `part = part + x[k]·w`
+/// (kFused: one fused multiply-add, bf16_products_exact), each group pair loaded and decoded
+/// once for the R rows, each panel prefetched panels512::kPrefetchAhead ahead (gemv_tile's
+/// walk with R rows). Not inlined: R·NV accumulators in registers.
+/// Why not linear_tile's spans (decoded into a buffer, then applied): for f32 and bf16 the
+/// decode is a load or a shift, and the span's loads then came in bursts between stretches of
+/// arithmetic, the memory idle while the arithmetic ran: at T = 8 a call took the sum of its
+/// read and its arithmetic (one Xeon VM, Emerald Rapids, 2 threads, three cold copies
+/// alternating, medians: f32 8192 x 5120 11.2-11.4 -> 7.1-7.2 ms, bf16 8192 x 4096 5.25 ->
+/// 3.4-3.5 (fused and not), f32 at T = 2 8.5 -> 6.9, T = 16 17.5 -> 13.9; one core warm, f32
+/// 128 x 2048 T = 8 70 -> 61 us).
 template <class Columns, int R, int NV, bool kFused>
 #if defined(__GNUC__)
 __attribute__((noinline))
