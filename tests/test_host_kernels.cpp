@@ -1037,7 +1037,8 @@ TEST_CASE("HostBackend::for_each visits every item once, split or not") {
 
 TEST_CASE("HostBackend::for_each_in_rows visits every (row, column) once with its own indices, split or not") {
   // shapes below and above the parallel threshold, chunks that start and end inside rows, one column
-  for (auto [rows, cols] : {std::pair{0L, 5L}, {3L, 0L}, {1L, 1L}, {7L, 9L}, {64L, 1L}, {3L, 5000L}, {1000L, 7L}}) {
+  for (const auto& shape : {std::pair{0L, 5L}, {3L, 0L}, {1L, 1L}, {7L, 9L}, {64L, 1L}, {3L, 5000L}, {1000L, 7L}}) {
+    const long rows = shape.first, cols = shape.second;  // not a structured binding: clang 14 cannot capture one
     std::vector<long> seen(static_cast<size_t>(rows * cols), -1);
     std::vector<int> hits(static_cast<size_t>(rows * cols), 0);
     long* s = seen.data();
