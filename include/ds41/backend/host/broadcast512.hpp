@@ -45,6 +45,18 @@ inline __m512 fma_broadcast(__m512 a, __m512 w, const float* x) {
 #endif
 }
 
+#if defined(__AVX512BF16__)
+/// a + the bf16 pair dot products of w with x[0]'s pair in every lane (vdpbf16ps m32{1to16}).
+inline __m512 dpbf16_broadcast(__m512 a, __m512i w, const uint32_t* x) {
+#if defined(__GNUC__)
+  asm("vdpbf16ps (%1)%{1to16%}, %2, %0" : "+v"(a) : "r"(x), "v"(w));
+  return a;
+#else
+  return _mm512_dpbf16_ps(a, (__m512bh)w, (__m512bh)_mm512_set1_epi32(static_cast<int>(*x)));
+#endif
+}
+#endif
+
 #if defined(__AVX512VNNI__)
 /// a + the byte dot products of w (unsigned) with x[0]'s four bytes (signed) in every lane
 /// (vpdpbusd m32{1to16}).

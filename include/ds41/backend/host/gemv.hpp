@@ -587,7 +587,7 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
 #if defined(DS41_HOST_AVX512_BF16)
     // fp8 rows for the multi-row dot-product tile: each row's x' and pairs, and whether it took them
     thread_local HostBuffer<float> row_scaled;
-    thread_local HostBuffer<uint32_t> row_pairs;
+    thread_local HostBuffer<uint32_t> row_pairs, row_lifted_pairs;
     thread_local std::vector<gemm_fp8dot512::RowInputs> fp8_inputs;
     thread_local std::vector<uint8_t> fp8_taken;
     const bool dot_rows = fp8_dot_rows(w, T, isa);
@@ -595,11 +595,13 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     if (dot_rows) {
       grow(row_scaled, T * ns);
       grow(row_pairs, T * np);
+      grow(row_lifted_pairs, T * np);
       fp8_inputs.resize(static_cast<size_t>(T));
       fp8_taken.assign(static_cast<size_t>(T), 0);
     }
     float* scaled_rows = row_scaled.data();
     uint32_t* pair_rows = row_pairs.data();
+    uint32_t* lifted_pair_rows = row_lifted_pairs.data();
     gemm_fp8dot512::RowInputs* inputs = fp8_inputs.data();
     uint8_t* taken = fp8_taken.data();
 #endif
@@ -615,8 +617,10 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
         if (dot_rows) {
           float* xs_r = scaled_rows + r * ns;
           uint32_t* pairs_r = pair_rows + r * np;
+          uint32_t* lifted_r = lifted_pair_rows + r * np;
           taken[r] = gemm_fp8dot512::prepare_row(q + r * K, K, xs_r, pairs_r);
-          inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r};
+          if (taken[r]) gemm_fp8dot512::lift_pairs(pairs_r, K / 32 * 16, lifted_r);  // the whole blocks' pairs
+          inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r, lifted_r};
         }
 #endif
       }
