@@ -47,6 +47,16 @@ namespace ds41::host_gemv::gemm_fp8dot512 {
 /// products run near that rate: there the multiply-adds are the faster sums (BlockSums).
 constexpr int kRowsPerPass = 8;
 
+/// Passes of at least this many rows take a 4-panel tile's two vectors one after the other by dot
+/// products (tile_rows<R, 1, true>), each with its running sums in registers: with both vectors
+/// at once those live in memory, a load and a store per row, vector and block, and the block sums
+/// are zeroed there too (GCC kept them in memory, the per-vector branch takes their address).
+/// Fewer rows keep both vectors: 4 rows of one vector are 4 chains, too few to hide the
+/// `vdpbf16ps` latency. Measured on one Zen 4 core (2 vCPUs of an EPYC VM), fp8 T = 8, weights
+/// from L2/L3, best of 15 x 200 calls, alternating four times: 1024 x 4096 470-483 -> 417-429 us,
+/// 512 x 2048 122-166 -> 110-136; at T = 4 one vector took 1.0-1.17x the time of two.
+constexpr int kOneVectorRows = 8;
+
 /// How a pass sums its whole blocks: by dot products (two K-order multiply-adds of a lane per
 /// `vdpbf16ps`, a subnormal code's vector lifted), or by the scaled multiply-adds alone
 /// (one per `vfmadd`, scaled512::add_blocks' chain, each column decoded once for the pass's rows).
@@ -262,9 +272,18 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
   const long kblocks = (K + 31) / 32;
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const __m512 part_back = _mm512_set1_ps(scaled::kPartScale);
-  // the running sums live in memory: with R = 8 rows the block sums alone fill 16 registers, and
-  // these are touched once per block
-  alignas(64) float acc[NV][R][16] = {};
+  // the running sums: with two vectors of 8 rows the block sums alone fill 16 registers, so these
+  // (touched once per block) live in memory; with one vector they fit beside the block sums
+  // (kOneVectorRows says why that pays)
+  constexpr bool kAccInRegisters = NV == 1;
+  __m512 acc_reg[NV][R];
+  alignas(64) float acc_mem[kAccInRegisters ? 1 : NV][kAccInRegisters ? 1 : R][16] = {};
+  for (int v = 0; v < NV; ++v)
+    for (int r = 0; r < R; ++r) acc_reg[v][r] = _mm512_setzero_ps();
+  const auto acc_at = [&](int v, int r) {
+    if constexpr (kAccInRegisters) return acc_reg[v][r];
+    else return _mm512_load_ps(acc_mem[v][r]);
+  };
   const int whole = K / panels::kBlockK * panels::kBlockK;
   for (int kb = 0; kb < K; kb += panels::kBlockK) {
     constexpr int span = panels::kBlockK / g * 32;  // bytes of a panel's block
@@ -304,14 +323,15 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
       for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(rows[r].x_scale[kb / 32]);
-        const __m512 sum = scaled512::add_block(_mm512_load_ps(acc[v][r]), _mm512_mul_ps(part[v][r], part_back), sx, sw);
-        _mm512_store_ps(acc[v][r], sum);
+        const __m512 sum = scaled512::add_block(acc_at(v, r), _mm512_mul_ps(part[v][r], part_back), sx, sw);
+        if constexpr (kAccInRegisters) acc_reg[v][r] = sum;
+        else _mm512_store_ps(acc_mem[v][r], sum);
       }
     }
   }
   for (int v = 0; v < NV; ++v)
     for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
-      const __m512 a = _mm512_load_ps(acc[v][r]);
+      const __m512 a = acc_at(v, r);
       panels::store_rounded(_mm512_castps512_ps256(a), y + r * y_stride + 16 * v, round);
       panels::store_rounded(_mm512_extractf32x8_ps(a, 1), y + r * y_stride + 16 * v + 8, round);
     }
@@ -335,10 +355,14 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
             float* yr = y + r * y_stride + n;
             const int ahead_now = r + kRowsPerPass >= T ? ahead : 0;  // the next tile: once, on the last pass
             const auto pass_of = [&]<int R>(std::integral_constant<int, R>) {
-              if (dot)
+              if (dot && R >= kOneVectorRows) {  // a vector at a time, the second's panels fetched meanwhile
+                tile_rows<R, 1, true>(pass, w, p0, 2, yr, y_stride, round);
+                tile_rows<R, 1, true>(pass, w, p0 + 2, ahead_now, yr + 16, y_stride, round);
+              } else if (dot) {
                 tile_rows<R, 2, true>(pass, w, p0, ahead_now, yr, y_stride, round);
-              else
+              } else {
                 tile_rows<R, 2, false>(pass, w, p0, ahead_now, yr, y_stride, round);
+              }
             };
             switch (std::min<long>(kRowsPerPass, T - r)) {
               case 1: pass_of(std::integral_constant<int, 1>{}); break;
