@@ -18,8 +18,8 @@
 // sign, so that `vpdpbusd` takes them as a broadcast memory operand and a row costs 4 (at most 6)
 // instructions per 128 weights and nothing else. Σ s·xi'·(2w + 12) − 12·Σ s·xi' = Σ s·xi'·2w = S,
 // the same integer as the one-row tile's (prepare_row stores 12·Σ s·xi' per block); a block's finish
-// (part = float(S)·unit, then acc + (part·s_x)·s_w) and the float path of blocks without a unit
-// are the one-row tile's, lane for lane. The lanes are int32 and never wrap (a plane's lane sums
+// (acc + (float(S)·(unit·s_x))·s_w: the one-row tile's (float(S)·unit)·s_x in one rounding, see
+// prepare_row) and the float path of blocks without a unit give the one-row tile's bits, lane for lane. The lanes are int32 and never wrap (a plane's lane sums
 // 32 products of at most 127·24, below 2^17; shifted by 14 below 2^31), so the one-row AVX2
 // tile's int16-lane test is not needed here and
 // prepare_row lets through every block its exactness test allows.
@@ -30,6 +30,7 @@
 #include "gemv_fp4int512.hpp"
 #if defined(DS41_HOST_AVX512_VNNI)
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <immintrin.h>
 
@@ -48,13 +49,13 @@ constexpr int kPlanes = 3;
 constexpr int kGroupWords = 2 * kPlanes;
 
 /// One input row as the tile reads it: act_quant's q and scales; per 8-column group the 7-bit
-/// planes of s·xi' (kGroupWords words); per 32-column block the unit 2^(t-10) (0: the float
-/// path), 12·Σ s·xi' and the number of planes the block needs (2 or 3).
+/// planes of s·xi' (kGroupWords words); per 32-column block the unit 2^(t-10) times the block's
+/// s_x (0: the float path), 12·Σ s·xi' and the number of planes the block needs (2 or 3).
 struct RowPlanes {
   const float* q = nullptr;
   const float* x_scale = nullptr;
   const uint32_t* words = nullptr;
-  const float* units = nullptr;
+  const float* unit_scales = nullptr;
   const int32_t* bias = nullptr;
   const uint8_t* planes = nullptr;
 };
@@ -63,21 +64,28 @@ struct RowPlanes {
 inline long words_per_row(int K) { return static_cast<long>((K + 31) / 32) * 4 * kGroupWords; }
 inline long blocks_per_row(int K) { return (K + 31) / 32; }
 
-/// The planes, units, biases and plane counts of one row (act_quant's q) into caller-owned
-/// storage (words_per_row words, blocks_per_row of each of the others). A full block takes the
+/// The planes, unit scales, biases and plane counts of one row (act_quant's q and scales) into
+/// caller-owned storage (words_per_row words, blocks_per_row of each of the others). The unit
+/// scale 2^(t-10)·s_x lets the finish take one multiply where it took two: float(S)·2^(t-10) is
+/// exact (|S| <= 2^24), so (float(S)·2^(t-10))·s_x and float(S)·(2^(t-10)·s_x) are one rounding
+/// of the same product wherever 2^(t-10)·s_x is a normal float (exact); a block where it is not
+/// (s_x zero, tiny, huge or not finite) takes the float path. Measured on one Zen 4 core, 1024 x
+/// 2048 in L2/L3, T = 2 / 3 / 5: the multiply gone took 0.95x the time. A full block takes the
 /// integer path where fp4int's exactness argument holds: every xi = |q|·2^9 is an integer (q is
 /// act_quant's e4m3; a NaN q converts to 2^31 and fails), t the lowest set bit of any, xi >> t below 2^21 (three planes)
 /// and 12·Σ (xi >> t) <= 2^24 (every partial float sum exact). The K tail takes the float path.
-inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32_t* words, float* units,
+inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32_t* words, float* unit_scales,
                              int32_t* bias, uint8_t* planes) {
   const int kblocks = static_cast<int>(blocks_per_row(K));
   const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512i seven = _mm512_set1_epi32(0x7F), zero = _mm512_setzero_si512();
   for (int b = 0; b < kblocks; ++b) {
-    units[b] = 0.0f;
+    unit_scales[b] = 0.0f;
     bias[b] = 0;
     planes[b] = 2;
     if (32 * b + 32 > K) continue;
+    const float unit_scale = x_scale[b] * 0x1p-10f;  // at t = 0; 2^t more below, t <= 17
+    if (!std::isnormal(unit_scale) || !std::isnormal(unit_scale * 0x1p17f)) continue;
     __m512i xi[2], low = zero;
     __mmask16 negative[2];
     for (int h = 0; h < 2; ++h) {
@@ -107,11 +115,11 @@ inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32
         _mm_storel_epi64(reinterpret_cast<__m128i*>(g0 + kGroupWords), _mm_unpackhi_epi64(bytes, bytes));
       }
     }
-    units[b] = bits_f32(static_cast<uint32_t>(t - 10 + 127) << 23);  // 2^(t-10), t <= 17
+    unit_scales[b] = unit_scale * bits_f32(static_cast<uint32_t>(t + 127) << 23);  // 2^(t-10)·s_x, exact
     bias[b] = 12 * signed_sum;
     planes[b] = top >= (1u << 14) ? 3 : 2;
   }
-  return RowPlanes{q, x_scale, words, units, bias, planes};
+  return RowPlanes{q, x_scale, words, unit_scales, bias, planes};
 }
 
 /// 2w + 12 for each e2m1 code (the nibble indexes it; sign bit 3), as a vpshufb table.
@@ -144,7 +152,7 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* panel_a, const uint8_t* pane
 #endif
 }
 
-/// S·2^(t-10) of one row's integer block from the block's biased weights: per plane the low and
+/// float(S) of one row's integer block from the block's biased weights: per plane the low and
 /// the high nibbles' products in two chains (integer sums in any order are the same integers;
 /// one chain a plane measured ~9% slower at T = 2-8, four ~3% slower: the added adds), the
 /// planes weighted 2^7p, less 12·Σ s·xi'.
@@ -161,8 +169,7 @@ DS41_ALWAYS_INLINE __m512 integer_block(const RowPlanes& row, int bi, const __m5
   __m512i sum = _mm512_add_epi32(_mm512_add_epi32(low[0], high[0]), _mm512_slli_epi32(_mm512_add_epi32(low[1], high[1]), 7));
   if constexpr (kPlanesUsed == 3)
     sum = _mm512_add_epi32(sum, _mm512_slli_epi32(_mm512_add_epi32(low[2], high[2]), 14));
-  sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(row.bias[bi]));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(row.units[bi]));
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_set1_epi32(row.bias[bi])));
 }
 
 /// Output rows [8·NP: panels p0, p0 + NP) of R input rows: y + r·y_stride gets row r's 8·NP
@@ -196,8 +203,8 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
                                                     panels::fp4_block_scales_at(scales, kblocks, p0 + NP - 1, bi));
     bool plain = true, any_integer = false;
     for (int r = 0; r < R; ++r) {
-      plain &= (rows[r].planes[bi] == 2) & (rows[r].units[bi] != 0.0f);
-      any_integer |= rows[r].units[bi] != 0.0f;
+      plain &= (rows[r].planes[bi] == 2) & (rows[r].unit_scales[bi] != 0.0f);
+      any_integer |= rows[r].unit_scales[bi] != 0.0f;
     }
     // never decoded: the K tail (its unit is 0 in every row), whose groups may lie past the panel
     __m512i wl[4], wh[4];
@@ -205,16 +212,17 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
       decode_block(panel_a, panel_b, kb / kGroupK, wl, wh);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
-        acc[r] = scaled512::add_block(acc[r], integer_block<2>(rows[r], bi, wl, wh), _mm512_set1_ps(rows[r].x_scale[bi]), sw);
+        acc[r] = scaled512::add_block(acc[r], integer_block<2>(rows[r], bi, wl, wh),
+                                      _mm512_set1_ps(rows[r].unit_scales[bi]), sw);
       continue;
     }
     if (any_integer) decode_block(panel_a, panel_b, kb / kGroupK, wl, wh);
     for (int r = 0; r < R; ++r) {
       const __m512 sx = _mm512_set1_ps(rows[r].x_scale[bi]);
-      if (rows[r].units[bi] != 0.0f) {
+      if (rows[r].unit_scales[bi] != 0.0f) {
         const __m512 part = rows[r].planes[bi] == 3 ? integer_block<3>(rows[r], bi, wl, wh)
                                                      : integer_block<2>(rows[r], bi, wl, wh);
-        acc[r] = scaled512::add_block(acc[r], part, sx, sw);
+        acc[r] = scaled512::add_block(acc[r], part, _mm512_set1_ps(rows[r].unit_scales[bi]), sw);
       } else {
         __m256 part[2];
         if constexpr (NP == 2) {
