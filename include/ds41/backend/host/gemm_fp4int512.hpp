@@ -19,10 +19,10 @@
 // instructions per 128 weights and nothing else. Σ s·xi'·(2w + 12) − 12·Σ s·xi' = Σ s·xi'·2w = S,
 // the same integer as the one-row tile's (prepare_row stores 12·Σ s·xi' per block); a block's finish
 // (acc + (float(S)·(unit·s_x))·s_w: the one-row tile's (float(S)·unit)·s_x in one rounding, see
-// prepare_row) and the float path of blocks without a unit give the one-row tile's bits, lane for lane. The lanes are int32 and never wrap (a plane's lane sums
-// 32 products of at most 127·24, below 2^17; shifted by 14 below 2^31), so the one-row AVX2
-// tile's int16-lane test is not needed here and
-// prepare_row lets through every block its exactness test allows.
+// prepare_row) and the float path of blocks without a unit give the one-row tile's bits, lane for
+// lane. The lanes are int32 and never wrap (a plane's lane sums 32 products of at most 127·24,
+// below 2^17; shifted by 14 below 2^31), so the one-row AVX2 tile's int16-lane test is not needed
+// here and prepare_row lets through every block its exactness test allows.
 // Compiled where host/gemv_fp4int512.hpp is (AVX-512 F/BW/DQ/VL and VNNI).
 #pragma once
 #include "../../core/macros.hpp"

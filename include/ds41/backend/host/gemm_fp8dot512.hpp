@@ -149,8 +149,9 @@ inline bool prepare_row(const float* q, int K, float* xs, uint32_t* pairs) {
   return scaled::scale_input(q, K, xs) && fp8dot512::prepare_into(xs, K, pairs);
 }
 
-/// pairs (the first n words of prepare_row's bf16 pairs) as x'·2^-24, the input of lifted_dot_blocks: 24
-/// off each nonzero half's exponent. Exact and normal: prepare_row takes only 0 and 2^10 <= |x'|.
+/// pairs (the first n words of prepare_row's bf16 pairs) as x'·2^-24, the input of
+/// lifted_dot_blocks: 24 off each nonzero half's exponent. Exact and normal: prepare_row takes
+/// only 0 and 2^10 <= |x'|.
 inline void lift_pairs(const uint32_t* pairs, long n, uint32_t* lifted) {
   const __m512i magnitude = _mm512_set1_epi16(0x7FFF), down = _mm512_set1_epi16(24 << 7);
   long i = 0;
