@@ -154,12 +154,13 @@ __global__ void for_each_kernel(long n, F f) {
     f(i);
 }
 
+/// f(r, c) of a flat index i of a row-major [rows, cols] array (for_each_in_rows on for_each).
 template <class F>
-__global__ void for_each_in_rows_kernel(long n, long cols, F f) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x)
-    f(i / cols, i % cols);
-}
+struct InRows {
+  long cols;
+  F f;
+  __device__ void operator()(long i) const { f(i / cols, i % cols); }
+};
 
 template <class T>
 __global__ void fill_kernel(T* p, size_t n, T v) {
@@ -382,14 +383,12 @@ struct CudaBackendT {
     cuda_detail::check_launch("for_each");
   }
 
-  /// f(r, c) for r < rows, c < cols (HostBackend::for_each_in_rows): one thread an element.
+  /// f(r, c) for r < rows, c < cols (HostBackend::for_each_in_rows): for_each, one thread an
+  /// element, the row and column taken from its flat index.
   template <class F>
   static void for_each_in_rows(long rows, long cols, F f) {
-    const long n = rows * cols;
-    if (n <= 0) return;
-    unsigned grid = static_cast<unsigned>(std::min<long>((n + 255) / 256, 65535L * 16));
-    cuda_detail::for_each_in_rows_kernel<<<grid, 256, 0, stream()>>>(n, cols, f);
-    cuda_detail::check_launch("for_each_in_rows");
+    if (rows <= 0 || cols <= 0) return;
+    for_each(rows * cols, cuda_detail::InRows<F>{cols, f});
   }
 
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,

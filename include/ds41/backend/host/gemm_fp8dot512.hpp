@@ -149,23 +149,14 @@ inline bool prepare_row(const float* q, int K, float* xs, uint32_t* pairs) {
   return scaled::scale_input(q, K, xs) && fp8dot512::prepare_into(xs, K, pairs);
 }
 
-/// pairs (the first n words of prepare_row's bf16 pairs) as x'·2^-24, the input of
-/// lifted_dot_blocks: 24 off each nonzero half's exponent. Exact and normal: prepare_row takes
-/// only 0 and 2^10 <= |x'|.
-inline void lift_pairs(const uint32_t* pairs, long n, uint32_t* lifted) {
+/// The whole blocks' pairs of a K-column row (prepare_row's, K / 32 · 16 words) as x'·2^-24,
+/// the input of lifted_dot_blocks: 24 off each nonzero half's exponent. Exact and normal:
+/// prepare_row takes only 0 and 2^10 <= |x'|.
+inline void lift_pairs(const uint32_t* pairs, int K, uint32_t* lifted) {
   const __m512i magnitude = _mm512_set1_epi16(0x7FFF), down = _mm512_set1_epi16(24 << 7);
-  long i = 0;
-  for (; i + 16 <= n; i += 16) {
+  for (int i = 0; i < K / 32 * 16; i += 16) {  // a block's 16 words a step
     const __m512i p = _mm512_loadu_si512(pairs + i);
     _mm512_storeu_si512(lifted + i, _mm512_mask_sub_epi16(p, _mm512_test_epi16_mask(p, magnitude), p, down));
-  }
-  for (; i < n; ++i) {
-    uint32_t word = 0;
-    for (int h = 0; h < 32; h += 16) {
-      const uint32_t half = pairs[i] >> h & 0xFFFF;
-      word |= ((half & 0x7FFF) ? half - (24 << 7) : half) << h;
-    }
-    lifted[i] = word;
   }
 }
 

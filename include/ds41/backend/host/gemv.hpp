@@ -619,7 +619,7 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
           uint32_t* pairs_r = pair_rows + r * np;
           uint32_t* lifted_r = lifted_pair_rows + r * np;
           taken[r] = gemm_fp8dot512::prepare_row(q + r * K, K, xs_r, pairs_r);
-          if (taken[r]) gemm_fp8dot512::lift_pairs(pairs_r, K / 32 * 16, lifted_r);  // the whole blocks' pairs
+          if (taken[r]) gemm_fp8dot512::lift_pairs(pairs_r, K, lifted_r);
           inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r, lifted_r};
         }
 #endif
