@@ -175,10 +175,16 @@ DS41_ALWAYS_INLINE __m512 integer_block(const RowPlanes& row, int bi, const __m5
 /// Output rows [8·NP: panels p0, p0 + NP) of R input rows: y + r·y_stride gets row r's 8·NP
 /// values (NP = 1: the vector's upper half repeats the panel and is not stored). The `ahead`
 /// panels after the tile are prefetched (fp4int512::gemv_tile). A block where every row takes
-/// the integer path with two planes (nearly all) runs straight through, its rows unrolled; one
-/// where some row needs a third plane or the float path goes row by row. (Measured against the
-/// row-by-row loop with the vpshufb decode for every block, one thread, 1024 x 2048 in L2, best
-/// of 1000 calls: T = 2 / 3 / 4 / 8 in 90 / 127 / 168 / 298 -> 83 / 113 / 151 / 273 us.)
+/// the integer path runs straight through, its rows unrolled, each row's 2 or 3 planes chosen
+/// by a branch; one where some row takes the float path (the K tail, a block fp4int's test
+/// declines) goes row by row. (Measured against the row-by-row loop with the vpshufb decode for
+/// every block, one thread, 1024 x 2048 in L2, best of 1000 calls: T = 2 / 3 / 4 / 8 in 90 / 127 /
+/// 168 / 298 -> 83 / 113 / 151 / 273 us.) Why blocks with a third plane are not sent row by row:
+/// 14% of the row-blocks of bench_layer's batch-8 expert inputs need one (a SwiGLU product's wide
+/// spread), so at T = 2 a quarter of the blocks went there, 39% of the tile's samples (perf);
+/// unrolled, one Zen 4 core, 1024 x 2048 in L2, inputs a product of two Gaussians (~14% third
+/// planes), best of 80 x 40 calls, alternating 4 times: T = 2 / 3 / 5 in 75.5 / 105.8 / 176.4 ->
+/// 69.6 / 100.9 / 162.8 us (each the best of its mode on this VM).
 template <int R, int NP>
 void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, float* y, long y_stride,
                OutRound round) {
@@ -201,19 +207,30 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
     }
     const __m512 sw = fp4int512::scales_pair_to_f32(panels::fp4_block_scales_at(scales, kblocks, p0, bi),
                                                     panels::fp4_block_scales_at(scales, kblocks, p0 + NP - 1, bi));
-    bool plain = true, any_integer = false;
+    bool integer = true, three = false, any_integer = false;
     for (int r = 0; r < R; ++r) {
-      plain &= (rows[r].planes[bi] == 2) & (rows[r].unit_scales[bi] != 0.0f);
-      any_integer |= rows[r].unit_scales[bi] != 0.0f;
+      const bool has_unit = rows[r].unit_scales[bi] != 0.0f;
+      integer &= has_unit;
+      any_integer |= has_unit;
+      three |= rows[r].planes[bi] == 3;
     }
     // never decoded: the K tail (its unit is 0 in every row), whose groups may lie past the panel
     __m512i wl[4], wh[4];
-    if (plain) [[likely]] {
+    if (integer) [[likely]] {  // every row by integers: unrolled, the rows' planes summed alike
       decode_block(panel_a, panel_b, kb / kGroupK, wl, wh);
+      if (!three) [[likely]] {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        acc[r] = scaled512::add_block(acc[r], integer_block<2>(rows[r], bi, wl, wh),
-                                      _mm512_set1_ps(rows[r].unit_scales[bi]), sw);
+        for (int r = 0; r < R; ++r)
+          acc[r] = scaled512::add_block(acc[r], integer_block<2>(rows[r], bi, wl, wh),
+                                        _mm512_set1_ps(rows[r].unit_scales[bi]), sw);
+      } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512 part = rows[r].planes[bi] == 3 ? integer_block<3>(rows[r], bi, wl, wh)
+                                                       : integer_block<2>(rows[r], bi, wl, wh);
+          acc[r] = scaled512::add_block(acc[r], part, _mm512_set1_ps(rows[r].unit_scales[bi]), sw);
+        }
+      }
       continue;
     }
     if (any_integer) decode_block(panel_a, panel_b, kb / kGroupK, wl, wh);
