@@ -558,12 +558,25 @@ TEST_CASE("bf16 panels, T > 1: fused multiply-adds exactly where every product i
   auto mismatches = [&](const HostTensor& t, const MatrixView& p, const std::vector<float>& x, long T) {
     const int rows = static_cast<int>(t.shape[0]), K = static_cast<int>(t.shape[1]);
     long bad = 0;
-    for (auto isa : {host_gemv::VectorIsa::kTuned, host_gemv::VectorIsa::kAvx512, host_gemv::VectorIsa::kAvx2}) {
+    auto check = [&](host_gemv::VectorIsa isa) {
       std::vector<float> y(static_cast<size_t>(T) * rows, 7.0f);
       host_gemv::linear(x.data(), T, K, p, y.data(), rows, OutRound::kF32, pool, isa);
       for (long r = 0; r < T; ++r)
         for (int n = 0; n < rows; ++n) bad += !same_bits(y[r * rows + n], t.view().dot(x.data() + r * K, n));
+    };
+#if defined(DS41_HOST_AVX512_BF16)
+    // the widest level by dot products (host/gemm_bf16dot512.hpp) and by multiply-adds, on any CPU
+    using host_gemv::gemm_fp8dot512::BlockSums;
+    for (BlockSums m : {BlockSums::kDotProducts, BlockSums::kMultiplyAdds}) {
+      host_gemv::gemm_fp8dot512::block_sums_override() = m;
+      check(host_gemv::VectorIsa::kTuned);
     }
+    host_gemv::gemm_fp8dot512::block_sums_override() = BlockSums::kTuned;
+#else
+    check(host_gemv::VectorIsa::kTuned);
+#endif
+    check(host_gemv::VectorIsa::kAvx512);
+    check(host_gemv::VectorIsa::kAvx2);
     return bad;
   };
   SUBCASE("pack() keeps the range of |w|; non-finite weights leave it unknown") {
@@ -616,6 +629,38 @@ TEST_CASE("bf16 panels, T > 1: fused multiply-adds exactly where every product i
       }
     }
   }
+#if defined(DS41_HOST_AVX512_BF16)
+  SUBCASE("dot products: taken where no partial sum can be subnormal; declined where one would be flushed") {
+    using host_gemv::gemm_bf16dot512::sums_stay_normal;
+    using host_gemv::gemm512::input_range;
+    HostTensor t = random_matrix(WeightFormat::kBF16, 32, 64, rng);  // |w| in [2^-4, 2^-2)
+    auto* w = reinterpret_cast<uint16_t*>(t.payload.data());
+    for (int n = 0; n < 32; ++n) {  // every row: w[n][0] = 1, w[n][1] = -1, the rest 2^-4
+      for (int k = 0; k < 64; ++k) w[n * 64 + k] = 0x3D80;
+      w[n * 64] = 0x3F80, w[n * 64 + 1] = 0xBF80;
+    }
+    PanelMatrix p(t);
+    REQUIRE(same_bits(p.view.host_bf16_abs_min, 0x1p-4f));
+    const long T = 4;
+    std::vector<float> x = bf16_rows(T, 64, 1.0f);
+    CHECK(sums_stay_normal(input_range(x.data(), T, 64, 64), p.view));
+    CHECK(mismatches(t, p.view, x, T) == 0);
+    // (1 + 2^-7)·2^-122 - 2^-122 = 2^-129: both products exact and normal, their sum subnormal
+    // (the reference keeps it, `vdpbf16ps` would flush it); ex + ew - 14 = -122 - 4 - 14 < -126
+    for (long r = 0; r < T; ++r) {
+      std::fill(x.begin() + r * 64, x.begin() + r * 64 + 64, 0.0f);
+      x[r * 64] = 0x1.02p-122f, x[r * 64 + 1] = 0x1p-122f;
+    }
+    REQUIRE(host_gemv::gemm512::bf16_products_exact(input_range(x.data(), T, 64, 64), p.view));
+    CHECK_FALSE(sums_stay_normal(input_range(x.data(), T, 64, 64), p.view));
+    CHECK(mismatches(t, p.view, x, T) == 0);
+    CHECK(same_bits(t.view().dot(x.data(), 0), 0x1p-129f));
+    // the smallest inputs whose grain is 2^-126: taken, and exact
+    for (long r = 0; r < T; ++r) x[r * 64] = 0x1.02p-108f, x[r * 64 + 1] = 0x1p-108f, x[r * 64 + 5] = 0x1p-108f;
+    CHECK(sums_stay_normal(input_range(x.data(), T, 64, 64), p.view));
+    CHECK(mismatches(t, p.view, x, T) == 0);
+  }
+#endif
   SUBCASE("inputs whose products round: the reference's bits on both paths") {
     // tiny inputs: products in the subnormal range round there, so the call multiplies and adds
     // apart; ordinary and huge ones take the fused path; all match the reference

@@ -363,7 +363,7 @@ inline bool usable(const MatrixView& w) {
   return true;
 }
 
-/// Whether every product of a bf16 Linear's inputs x (T rows, K columns) and the weights of the
+/// Whether every product of a bf16 Linear's inputs (of range x: input_range) and the weights of the
 /// panel view w is exact in float32, so that the tile may add each with a fused multiply-add
 /// where the reference rounds the product and then adds: the same bits. A product of two bf16
 /// values has at most 16 significant bits, so it is exact unless it falls below 2^-126 (then
@@ -372,11 +372,19 @@ inline bool usable(const MatrixView& w) {
 /// smallest |w| at least 2^-126 and the largest times the largest below 2^128.
 /// Why: bf16 Linears of several rows (the grouped wo_a of a batched decode step) multiply and add
 /// apart, two instructions per weight and row; fused, one.
-inline bool bf16_products_exact(const float* x, long T, long x_stride, int K, const MatrixView& w) {
+inline bool bf16_products_exact(const host_exact::Bf16Range& x, const MatrixView& w) {
   if (w.format != WeightFormat::kBF16 || !(w.host_bf16_abs_min > 0)) return false;
+  return host_exact::products_exact(x, w.host_bf16_abs_min, w.host_bf16_abs_max);
+}
+
+/// The range of T input rows of K values (x, row stride x_stride), bf16_products_exact's input.
+inline host_exact::Bf16Range input_range(const float* x, long T, long x_stride, int K) {
   host_exact::Bf16Range range;
   for (long r = 0; r < T && range.bf16; ++r) host_exact::add_values(range, x + r * x_stride, K);
-  return host_exact::products_exact(range, w.host_bf16_abs_min, w.host_bf16_abs_max);
+  return range;
+}
+inline bool bf16_products_exact(const float* x, long T, long x_stride, int K, const MatrixView& w) {
+  return bf16_products_exact(input_range(x, T, x_stride, K), w);
 }
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows and a panel view (usable): as

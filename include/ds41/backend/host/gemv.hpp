@@ -32,6 +32,7 @@
 #include "buffer.hpp"
 #include "gemv_fp4int.hpp"
 #include "gemv_fp4int512.hpp"
+#include "gemm_bf16dot512.hpp"
 #include "gemm_fp4int512.hpp"
 #include "gemm_fp8dot512.hpp"
 #include "gemm_panels512.hpp"
@@ -397,6 +398,7 @@ struct PreparedInput {
   const gemm_fp8dot512::RowInputs* fp8_rows = nullptr;  // fp8 panels, T > 1: each row's x' and pairs
 #endif
   bool bf16_fused = false;  // bf16 panels, T > 1: gemm512::bf16_products_exact
+  const uint32_t* bf16_pairs = nullptr;  // and the dot products' too: each row's pairs (gemm_bf16dot512)
 };
 
 /// The vector instructions the host Linear's kernels may use, so that tests and benchmarks can
@@ -469,6 +471,10 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(DS41_HOST_AVX512_VNNI)
     if (T > 1 && prepared.fp4_rows && fp4int::usable(w) && isa != VectorIsa::kAvx2)
       return gemm_fp4int512::linear_rows(prepared.fp4_rows, T, w, y, y_stride, round, n_begin, n_end, prefetch_end);
+#endif
+#if defined(DS41_HOST_AVX512_BF16)
+    if (T > 1 && prepared.bf16_pairs && gemm_bf16dot512::usable(w) && isa == VectorIsa::kWidest)
+      return gemm_bf16dot512::linear_rows(x, prepared.bf16_pairs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 #endif
 #if defined(DS41_HOST_AVX512)
     // T > 1 (batched decode, prefill): 16 rows a vector, several input rows per decoded block
@@ -638,8 +644,22 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
 #endif
   }
 #if defined(DS41_HOST_AVX512)
-  if (T > 1 && w.format == WeightFormat::kBF16 && isa != VectorIsa::kAvx2 && gemm512::usable(w))
-    prepared.bf16_fused = gemm512::bf16_products_exact(x, T, x_stride, w.cols, w);
+  if (T > 1 && w.format == WeightFormat::kBF16 && isa != VectorIsa::kAvx2 && gemm512::usable(w)) {
+    const host_exact::Bf16Range range = gemm512::input_range(x, T, x_stride, w.cols);
+    prepared.bf16_fused = gemm512::bf16_products_exact(range, w);
+#if defined(DS41_HOST_AVX512_BF16)
+    // where the dot products are the faster sums (gemm_fp8dot512::use_dot_products: not on Intel's
+    // Sapphire/Emerald Rapids) and exact: each row's pairs, once for every row worker
+    thread_local HostBuffer<uint32_t> bf16_row_pairs;
+    if (prepared.bf16_fused && isa == VectorIsa::kWidest && gemm_bf16dot512::usable(w) &&
+        gemm_fp8dot512::use_dot_products() && gemm_bf16dot512::sums_stay_normal(range, w)) {
+      const long np = gemm_bf16dot512::pairs_per_row(w.cols);
+      grow(bf16_row_pairs, T * np);
+      for (long r = 0; r < T; ++r) gemm_bf16dot512::prepare_row(x + r * x_stride, w.cols, bf16_row_pairs.data() + r * np);
+      prepared.bf16_pairs = bf16_row_pairs.data();
+    }
+#endif
+  }
 #endif
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   thread_local HostBuffer<float> fp4_table, scaled_x, fp4_units;
