@@ -594,6 +594,7 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
     // fp8 rows for the multi-row dot-product tile: each row's x' and pairs, and whether it took them
     thread_local HostBuffer<float> row_scaled;
     thread_local HostBuffer<uint32_t> row_pairs, row_lifted_pairs;
+    thread_local HostBuffer<float> row_part_scales;
     thread_local std::vector<gemm_fp8dot512::RowInputs> fp8_inputs;
     thread_local std::vector<uint8_t> fp8_taken;
     const bool dot_rows = fp8_dot_rows(w, T, isa);
@@ -602,12 +603,14 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
       grow(row_scaled, T * ns);
       grow(row_pairs, T * np);
       grow(row_lifted_pairs, T * np);
+      grow(row_part_scales, T * kblocks);
       fp8_inputs.resize(static_cast<size_t>(T));
       fp8_taken.assign(static_cast<size_t>(T), 0);
     }
     float* scaled_rows = row_scaled.data();
     uint32_t* pair_rows = row_pairs.data();
     uint32_t* lifted_pair_rows = row_lifted_pairs.data();
+    float* part_scale_rows = row_part_scales.data();
     gemm_fp8dot512::RowInputs* inputs = fp8_inputs.data();
     uint8_t* taken = fp8_taken.data();
 #endif
@@ -624,9 +627,11 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
           float* xs_r = scaled_rows + r * ns;
           uint32_t* pairs_r = pair_rows + r * np;
           uint32_t* lifted_r = lifted_pair_rows + r * np;
-          taken[r] = gemm_fp8dot512::prepare_row(q + r * K, K, xs_r, pairs_r);
+          float* part_scales_r = part_scale_rows + r * kblocks;
+          taken[r] = gemm_fp8dot512::prepare_row(q + r * K, K, xs_r, pairs_r) &&
+                     gemm_fp8dot512::prepare_part_scales(qs + r * kblocks, kblocks, part_scales_r);
           if (taken[r]) gemm_fp8dot512::lift_pairs(pairs_r, K, lifted_r);
-          inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r, lifted_r};
+          inputs[r] = gemm_fp8dot512::RowInputs{q + r * K, qs + r * kblocks, xs_r, pairs_r, lifted_r, part_scales_r};
         }
 #endif
       }
