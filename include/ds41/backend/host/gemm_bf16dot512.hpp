@@ -24,7 +24,6 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include "../../core/macros.hpp"
 #include "bf16_range512.hpp"
 #include "broadcast512.hpp"
 #include "gemm_panels512.hpp"
