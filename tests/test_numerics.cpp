@@ -1,6 +1,7 @@
 // Unit tests of the core numerics (host-compiled DS41_HD functions): number formats, quantiser
 // round trips, reductions, norms, RoPE, Sinkhorn, top-k.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -285,6 +286,50 @@ TEST_CASE("exp_sleef_u10_8 is exp_sleef_u10 bit for bit on every lane (the host 
   CHECK(tested > 20000000);
 }
 #endif
+
+TEST_CASE("swiglu_run: each element swiglu_entry's bits, vector runs and scalar tails alike") {
+  // rows of an [n, I] gate as the experts run them: runs starting and ending anywhere, positions
+  // on torch's vector and scalar exp paths (row-local and over the whole tensor), with and without
+  // a clamp and a routing weight; values ordinary, clamped, huge, tiny, signed zeros, inf, NaN
+  std::mt19937 rng(71);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e30f, -1e30f, 90.0f, -90.0f,
+                            120.0f, -120.0f, 1e-40f, 10.0f, -10.0f, std::nextafter(10.0f, 20.0f)};
+  long bad = 0, runs = 0;
+  for (const long I : {37L, 64L, 72L, 2304L}) {
+    const long n = 3;
+    std::vector<float> g(n * I), u(n * I);
+    for (long e = 0; e < n * I; ++e) {
+      g[e] = rng() % 9 == 0 ? specials[rng() % 16] : normal(rng);
+      u[e] = rng() % 9 == 0 ? specials[rng() % 16] : normal(rng);
+    }
+    for (float lim : {0.0f, 10.0f})
+      for (bool weighted : {false, true})
+        for (bool row_local : {false, true}) {
+          const float weight = 0.37f;
+          for (long i = 0; i < n; ++i) {
+            std::vector<float> got(g.begin() + i * I, g.begin() + (i + 1) * I);
+            const long pos0 = row_local ? 0 : i * I, npos = row_local ? I : n * I;
+            for (long c0 = 0; c0 < I;) {  // the row in runs of random lengths
+              const long c1 = std::min(I, c0 + 1 + static_cast<long>(rng() % 40));
+              swiglu_run(got.data(), u.data() + i * I, c0, c1, lim, weighted ? &weight : nullptr, pos0, npos);
+              ++runs;
+              c0 = c1;
+            }
+            for (long c = 0; c < I; ++c) {
+              const float want =
+                  swiglu_entry(g[i * I + c], u[i * I + c], lim, weighted ? &weight : nullptr, pos0 + c, npos);
+              // a NaN as NaN: which of two NaN operands a product passes on is the operand order
+              // the compiler picked for the scalar form (IEEE 754 leaves it open), not arithmetic
+              const bool same = std::isnan(want) ? std::isnan(got[c]) : f32_bits(got[c]) == f32_bits(want);
+              bad += !same;
+            }
+          }
+        }
+  }
+  CHECK(runs > 1000);
+  CHECK(bad == 0);
+}
 
 TEST_CASE("RMSNorm of a row") {
   std::vector<float> x = {3.0f, 4.0f, 0.0f, -5.0f}, w = {1.0f, 0.5f, 2.0f, 1.0f}, y(4);

@@ -162,6 +162,15 @@ struct InRows {
   __device__ void operator()(long i) const { f(i / cols, i % cols); }
 };
 
+/// f(r, c, c + 1) of a flat index i of a row-major [rows, cols] array (for_each_run on
+/// for_each: one element a thread, a run of one).
+template <class F>
+struct InRuns {
+  long cols;
+  F f;
+  __device__ void operator()(long i) const { f(i / cols, i % cols, i % cols + 1); }
+};
+
 template <class T>
 __global__ void fill_kernel(T* p, size_t n, T v) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -389,6 +398,14 @@ struct CudaBackendT {
   static void for_each_in_rows(long rows, long cols, F f) {
     if (rows <= 0 || cols <= 0) return;
     for_each(rows * cols, cuda_detail::InRows<F>{cols, f});
+  }
+
+  /// f(r, c0, c1) over runs covering a [rows, cols] array (HostBackend::for_each_run): here
+  /// every run is one element, one thread each.
+  template <class F>
+  static void for_each_run(long rows, long cols, F f) {
+    if (rows <= 0 || cols <= 0) return;
+    for_each(rows * cols, cuda_detail::InRuns<F>{cols, f});
   }
 
   static void linear(const float* x, long rows, long x_stride, const MatrixView& w, float* y, long y_stride,

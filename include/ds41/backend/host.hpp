@@ -72,6 +72,26 @@ struct HostBackend {
     });
   }
 
+  /// f(r, c0, c1) for the runs [c0, c1) of row r that cover a row-major [rows, cols] array, split
+  /// as for_each's items are (a chunk of elements, walked row by row): a row's elements in one
+  /// call where the chunk holds them, so that f can take them a vector at a time.
+  template <class F>
+  static void for_each_run(long rows, long cols, F f) {
+    const long n = rows * cols;
+    if (n <= 0) return;
+    auto run = [&](long begin, long end) {
+      long r = begin / cols, c = begin % cols;
+      for (long e = begin; e < end; ++r, c = 0) {
+        const long stop = std::min(cols, c + (end - e));
+        f(r, c, stop);
+        e += stop - c;
+      }
+    };
+    HostThreadPool& pool = HostThreadPool::global();
+    if (n < kParallelForEachMinItems || pool.threads() == 1) return run(0, n);
+    pool.run(n, std::max(1L, n / (8L * pool.threads())), run);
+  }
+
   /// f(r, c) for r in [0, rows), c in [0, cols): for_each over the rows·cols elements of a
   /// row-major [rows, cols] array, split as for_each's, each chunk walked as runs along a row.
   /// Why: elementwise row ops written over a flat index (hc collapse and copies, the MoE gathers
@@ -79,19 +99,9 @@ struct HostBackend {
   /// (~2% of a batch-8 decode step, perf, bench_layer's shapes); along a run the row stays put.
   template <class F>
   static void for_each_in_rows(long rows, long cols, F f) {
-    const long n = rows * cols;
-    if (n <= 0) return;
-    auto run = [&](long begin, long end) {
-      long r = begin / cols, c = begin % cols;
-      for (long e = begin; e < end; ++r, c = 0) {
-        const long stop = std::min(cols, c + (end - e));
-        for (long k = c; k < stop; ++k) f(r, k);
-        e += stop - c;
-      }
-    };
-    HostThreadPool& pool = HostThreadPool::global();
-    if (n < kParallelForEachMinItems || pool.threads() == 1) return run(0, n);
-    pool.run(n, std::max(1L, n / (8L * pool.threads())), run);
+    for_each_run(rows, cols, [&](long r, long c0, long c1) {
+      for (long c = c0; c < c1; ++c) f(r, c);
+    });
   }
 
   /// f(i, scratch) for i in [0, n), where scratch is `per_thread` T's that belong to the thread

@@ -246,16 +246,11 @@ class MoeT {
       float *pg = g.data(), *pu = u.data();
       const float* pw = weights ? d_w.data() : nullptr;
       const float lim = limit_;
-      B::for_each_in_rows(n, I, [=] DS41_LAMBDA(long i, long c) {
-        const long e = i * I + c;
-        float gv = pg[e], uv = pu[e];
-        if (lim > 0.0f) {  // the reference's torch.clamp: up to [-lim, lim], gate to lim above
-          uv = torch_clamp(uv, -lim, lim);
-          gv = torch_clamp_max(gv, lim);
-        }
-        float h = row_local ? torch_silu(gv, c, I) * uv : torch_silu(gv, e, n * I) * uv;
-        if (pw) h = pw[i] * h;
-        pg[e] = bf16_round(h);
+      // the reference's clamped, weighted SwiGLU (swiglu_entry), a row's run at a time; silu's
+      // exp path by the element's place in its row (row_local) or in the whole [n, I] tensor
+      B::for_each_run(n, I, [=] DS41_LAMBDA(long i, long c0, long c1) {
+        swiglu_run(pg + i * I, pu + i * I, c0, c1, lim, pw ? pw + i : nullptr, row_local ? 0 : i * I,
+                   row_local ? I : n * I);
       });
     }
     auto y = B::template alloc<float>(static_cast<size_t>(n) * dim);
