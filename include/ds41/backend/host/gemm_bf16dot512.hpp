@@ -55,15 +55,8 @@ inline bool sums_stay_normal(const host_exact::Bf16Range& x, const MatrixView& w
 /// One input row's pairs: pairs[q] = bf16(x[2q]) << 16 | bf16(x[2q + 1]) for q < K / 2 (x's
 /// values are bf16 numbers: bf16_products_exact checked).
 inline void prepare_row(const float* x, int K, uint32_t* pairs) {
-  const __m512i top = _mm512_set1_epi64(0xFFFF0000);
   int k = 0;
-  for (; k + 32 <= K; k += 32) {  // a 64-bit lane: value 2i in its low dword, 2i + 1 in its high
-    const __m512i v0 = _mm512_loadu_si512(x + k), v1 = _mm512_loadu_si512(x + k + 16);
-    const __m512i p0 = _mm512_or_si512(_mm512_and_si512(v0, top), _mm512_srli_epi64(v0, 48));
-    const __m512i p1 = _mm512_or_si512(_mm512_and_si512(v1, top), _mm512_srli_epi64(v1, 48));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2), _mm512_cvtepi64_epi32(p0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2 + 8), _mm512_cvtepi64_epi32(p1));
-  }
+  for (; k + 32 <= K; k += 32) fp8dot512::pack_pairs32(x + k, pairs + k / 2);
   for (; k + 2 <= K; k += 2) pairs[k / 2] = (f32_bits(x[k]) & 0xFFFF0000u) | f32_bits(x[k + 1]) >> 16;
 }
 

@@ -70,6 +70,21 @@ inline bool dot_is_two_fmas() {
   return ok;
 }
 
+/// 32 values whose low 16 bits are zero (bf16 numbers) as 16 dot-product pairs: pairs[i] =
+/// bf16(x[2i]) << 16 | bf16(x[2i + 1]), the first of each pair in the high half (`vdpbf16ps`
+/// multiplies that one first). Shared by prepare_into and the multi-row bf16 tile
+/// (host/gemm_bf16dot512.hpp).
+inline void pack_pairs32(const float* x, uint32_t* pairs) {
+  // 64-bit lane i holds values 2i (low dword) and 2i + 1: make its low dword value 2i's top
+  // half over value 2i + 1's, then keep the low dwords, in order
+  const __m512i top = _mm512_set1_epi64(0xFFFF0000);
+  const __m512i v0 = _mm512_loadu_si512(x), v1 = _mm512_loadu_si512(x + 16);
+  const __m512i w0 = _mm512_or_si512(_mm512_and_si512(v0, top), _mm512_srli_epi64(v0, 48));
+  const __m512i w1 = _mm512_or_si512(_mm512_and_si512(v1, top), _mm512_srli_epi64(v1, 48));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs), _mm512_cvtepi64_epi32(w0));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + 8), _mm512_cvtepi64_epi32(w1));
+}
+
 /// The whole 32-column blocks' inputs as dot products take them: pairs[k/2] = bf16(x'_k) << 16 |
 /// bf16(x'_{k+1}) for k < K rounded down to 32, from xs = x' (scaled::scale_input). False (pairs
 /// unusable) if an x' there is not a bf16 or is nonzero below 2^10 (see top).
@@ -86,13 +101,7 @@ inline bool prepare_into(const float* xs, int K, uint32_t* pairs) {
       bad |= _mm512_test_epi32_mask(v, low);
       bad |= _mm512_mask_cmplt_epi32_mask(_mm512_test_epi32_mask(a, a), a, min_bits);
     }
-    // 64-bit lane i holds values 2i (low dword) and 2i + 1: make its low dword value 2i's top
-    // half over value 2i + 1's, then keep the low dwords, in order
-    const __m512i top = _mm512_set1_epi64(0xFFFF0000);
-    const __m512i w0 = _mm512_or_si512(_mm512_and_si512(v0, top), _mm512_srli_epi64(v0, 48));
-    const __m512i w1 = _mm512_or_si512(_mm512_and_si512(v1, top), _mm512_srli_epi64(v1, 48));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2), _mm512_cvtepi64_epi32(w0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + k / 2 + 8), _mm512_cvtepi64_epi32(w1));
+    pack_pairs32(xs + k, pairs + k / 2);
   }
   return bad == 0;
 }
