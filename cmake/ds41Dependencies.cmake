@@ -39,3 +39,19 @@ if(DS41_BUILD_BENCHMARKS)
     set(DS41_BUILD_BENCHMARKS OFF)
   endif()
 endif()
+
+# The optional text layer (include/ds41/text/: tokenizer, Engram token map, chat format, sampler):
+# PCRE2 (8-bit; Debian libpcre2-dev) for the pre-tokenizer's \p{...} and lookahead regexes, and
+# utf8proc (libutf8proc-dev) for NFKC/NFD. Only ds41::text links them: an engine that brings its own
+# tokenizer links ds41::ds41 alone and needs neither.
+find_path(DS41_PCRE2_INCLUDE_DIR pcre2.h)
+find_library(DS41_PCRE2_LIBRARY pcre2-8)
+find_path(DS41_UTF8PROC_INCLUDE_DIR utf8proc.h)
+find_library(DS41_UTF8PROC_LIBRARY utf8proc)
+if(DS41_PCRE2_INCLUDE_DIR AND DS41_PCRE2_LIBRARY AND DS41_UTF8PROC_INCLUDE_DIR AND DS41_UTF8PROC_LIBRARY)
+  set(DS41_HAVE_TEXT ON)
+else()
+  set(DS41_HAVE_TEXT OFF)
+  message(WARNING "ds41: PCRE2 (libpcre2-dev) or utf8proc (libutf8proc-dev) not found: ds41::text, "
+                  "ds41-tokenize and the text tests are skipped (scripts/setup.sh installs both)")
+endif()
