@@ -44,11 +44,14 @@ endif()
 # PCRE2 (8-bit; Debian libpcre2-dev) for the pre-tokenizer's \p{...} and lookahead regexes, and
 # utf8proc (libutf8proc-dev) for NFKC/NFD. Only ds41::text links them: an engine that brings its own
 # tokenizer links ds41::ds41 alone and needs neither.
+option(DS41_ENABLE_TEXT "Build ds41::text and what uses it (tokenizer tools, text tests) when PCRE2 and utf8proc are found" ON)
 find_path(DS41_PCRE2_INCLUDE_DIR pcre2.h)
 find_library(DS41_PCRE2_LIBRARY pcre2-8)
 find_path(DS41_UTF8PROC_INCLUDE_DIR utf8proc.h)
 find_library(DS41_UTF8PROC_LIBRARY utf8proc)
-if(DS41_PCRE2_INCLUDE_DIR AND DS41_PCRE2_LIBRARY AND DS41_UTF8PROC_INCLUDE_DIR AND DS41_UTF8PROC_LIBRARY)
+if(NOT DS41_ENABLE_TEXT)
+  set(DS41_HAVE_TEXT OFF)
+elseif(DS41_PCRE2_INCLUDE_DIR AND DS41_PCRE2_LIBRARY AND DS41_UTF8PROC_INCLUDE_DIR AND DS41_UTF8PROC_LIBRARY)
   set(DS41_HAVE_TEXT ON)
 else()
   set(DS41_HAVE_TEXT OFF)

@@ -1,114 +1,142 @@
 // ds41-decode — the demo decoder: the embedded tiny model (weights regenerated from the public
-// golden's fixture, SCHEMA.md §1) on a prompt, greedy decoding.
+// golden's fixture, SCHEMA.md §1), a GGUF model or a checkpoint in DeepSeek's release layout, on a
+// prompt of token ids, plain text or a chat turn; greedy (the reference's argmax) or sampled.
 //
-//   ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]
-//   ds41-decode --gguf FIRST_SHARD | --checkpoint DIR [...]   (decode_gguf.hpp: a model from files)
-// Prints the prompt, the generated tokens and tokens/s. Exit 2 on bad input.
+//   ds41-decode [--golden FILE | --gguf FIRST_SHARD | --checkpoint DIR] [--prompt 1,2,3 |
+//               --prompt-text TEXT | --chat TEXT | --messages FILE] [--tokens N] [--temperature T] ...
+// `ds41-decode --help` lists every option (decode_options.hpp). Prints the prompt, the generated text
+// as it comes (when a tokenizer is known) and the token ids, tokens/s. Exit 2 on bad input.
 #include <chrono>
 #include <cstdio>
-#include <sstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+#include "decode_files.hpp"
+#include "decode_options.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/golden.hpp"
-#include "decode_gguf.hpp"
+#include "generate.hpp"
+#if DS41_WITH_TEXT
+#include "decode_text.hpp"
+#endif
 
 #ifndef DS41_DEFAULT_GOLDEN
 #define DS41_DEFAULT_GOLDEN "golden/ds41_tiny_golden.json"
 #endif
 
+namespace {
+
 // bad input: exit code 2 and one line on stderr
-static int usage(const std::string& msg) {
-  std::fprintf(stderr, "ds41-decode: %s (usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N])\n",
-               msg.c_str());
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "ds41-decode: %s (usage: %s; --help lists every option)\n", msg.c_str(), kDecodeUsage);
   return 2;
 }
 
-int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)  // a model from GGUF shards or a safetensors checkpoint (decode_gguf.hpp)
-    if (std::string(argv[i]) == "--gguf" || std::string(argv[i]) == "--checkpoint") return ds41_decode_gguf(argc, argv);
-  std::string path = DS41_DEFAULT_GOLDEN, prompt_arg;
-  long n_tokens = 16;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--direct-io" || a == "--readers" || a == "--cache-bytes" || a == "--cache-experts")
-      return usage(a + " goes with --gguf FIRST_SHARD or --checkpoint DIR (the embedded model has no expert files)");
-    if ((a == "--golden" || a == "--prompt" || a == "--tokens") && i + 1 >= argc) return usage(a + " needs a value");
-    if (a == "--golden") path = argv[++i];
-    else if (a == "--prompt") prompt_arg = argv[++i];
-    else if (a == "--tokens") {
-      std::string v = argv[++i];
-      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos) return usage("--tokens: not a count: " + v);
-      if (v.size() > 9) return usage("--tokens: too many: " + v);
-      n_tokens = std::stol(v);
-      if (n_tokens < 1) return usage("--tokens must be at least 1");
-    } else if (a == "-h" || a == "--help") {
-      std::printf("usage: ds41-decode [--golden FILE] [--prompt 1,2,3] [--tokens N]\n"
-                  "       %s\n"
-                  "  --golden FILE       the golden whose fixture model is regenerated (default: the tiny golden);\n"
-                  "                      with --checkpoint: the engram hash parameters and max_seq_len\n"
-                  "  --prompt 1,2,3      prompt token ids\n"
-                  "  --tokens N          tokens to generate (default 16)\n"
-                  "  --gguf FIRST_SHARD  a model from GGUF shards (docs/GGUF.md)\n"
-                  "  --checkpoint DIR    a model from an official safetensors checkpoint (docs/SAFETENSORS.md)\n"
-                  "  --max-seq-len N     with --checkpoint: the sequence limit (default: the golden's, else 4096)\n"
-                  "  --cache-experts N   with --gguf/--checkpoint: routed experts in the streaming cache\n"
-                  "                      (default: half of one layer's)\n"
-                  "  --cache-bytes N     with --gguf/--checkpoint: the streaming cache's budget in bytes instead\n"
-                  "                      (suffix K, M, G or T: binary multiples; at least one layer's\n"
-                  "                      n_activated_experts experts); the counters show the hit rate by layer\n"
-                  "  --direct-io         with --gguf/--checkpoint: read experts with O_DIRECT, bypassing the page\n"
-                  "                      cache (pread + fadvise(DONTNEED) where the file system refuses it)\n"
-                  "  --readers N         with --gguf/--checkpoint: prefetch reader threads, 1 to 64 (default 1):\n"
-                  "                      expert reads in flight at once\n",
-                  kDecodeFilesUsage);
-      return 0;
+/// The embedded model (a golden's fixture, weights regenerated).
+int decode_golden(const DecodeOptions& o, std::vector<int32_t> prompt, GenerateOptions gen) {
+  ds41::golden::Golden g = ds41::golden::load(o.golden.empty() ? DS41_DEFAULT_GOLDEN : o.golden);
+  if (prompt.empty()) prompt = g.prompt_tokens;
+  for (int32_t t : prompt)
+    DS41_CHECK(t >= 0 && t < g.config.vocab_size, "prompt: token id ", t, " outside the model's vocab [0, ",
+               g.config.vocab_size, ")");
+  const long room = g.config.max_seq_len - static_cast<long>(prompt.size());
+  DS41_CHECK(room >= 1, "prompt: ", prompt.size(), " tokens leave no room in the model's max_seq_len ",
+             g.config.max_seq_len);
+  if (gen.n_tokens > room) {
+    DS41_CHECK(!o.tokens_given, "--tokens ", gen.n_tokens, ": the model's max_seq_len ", g.config.max_seq_len,
+               " leaves room for ", room, " after the ", prompt.size(), "-token prompt");
+    gen.n_tokens = room;
+  }
+  std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld)\n", g.name.c_str(),
+              g.config.n_layers, g.config.dim, g.config.hc_mult, g.config.n_routed_experts,
+              g.config.n_activated_experts, g.config.vocab_size);
+  ds41::WeightSet w = ds41::golden::regenerate_weights(g);
+  ds41::Model<ds41::HostBackend> model(g.config, w);
+  std::printf("prompt (%zu):", prompt.size());
+  for (int32_t t : prompt) std::printf(" %d", t);
+  std::printf("\n");
+  generate(model, prompt, gen);
+  return 0;
+}
+
+int run(const DecodeOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto progress = [](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  };
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    const std::string err = parse_token_ids(o.prompt_ids, prompt);
+    if (!err.empty()) return usage(err);
+  }
+  GenerateOptions gen;
+  gen.n_tokens = o.n_tokens;
+  gen.sampling = o.sampling;
+  std::optional<ds41::EngramHashParams> engram;
+#if DS41_WITH_TEXT
+  const std::string tok_path = decode_text::tokenizer_path(o);
+  std::unique_ptr<ds41::text::Tokenizer> tok;
+  if (!tok_path.empty()) {
+    tok = decode_text::load_tokenizer(tok_path);
+    std::printf("tokenizer: %s (%ld tokens)\n", tok_path.c_str(), tok->vocab_size());
+  }
+  if (o.wants_text()) {
+    DS41_CHECK(tok != nullptr, "--prompt-text, --chat and --messages need a tokenizer: ",
+               !o.checkpoint.empty() ? "the checkpoint has no tokenizer.json"
+               : !o.gguf.empty()     ? "the GGUF file has no tokenizer.ggml.* metadata"
+                                     : "the embedded model has none",
+               "; give --tokenizer FILE (a tokenizer.json or a GGUF file)");
+    prompt = decode_text::prompt_ids(o, *tok, tok_path);
+    DS41_CHECK(!prompt.empty(), "the prompt has no tokens");
+  }
+  gen.tokenizer = tok.get();
+  if (!o.ignore_eos) gen.eos = decode_text::eos_id(o, tok.get(), tok_path);
+  // a checkpoint without a golden: the engram hash parameters from its tokenizer and config
+  if (!o.checkpoint.empty() && o.golden.empty() && decode_text::checkpoint_has_engram(o.checkpoint)) {
+    DS41_CHECK(tok != nullptr, "checkpoint ", o.checkpoint, ": its engram layers need the hash parameters, "
+               "derived from the tokenizer (engram.py), and it has no tokenizer.json; give --tokenizer FILE or "
+               "--golden FILE");
+    engram = decode_text::derive_checkpoint_engram(o.checkpoint, *tok);
+    std::printf("engram hash parameters derived from %s (%zu token ids)\n", tok_path.c_str(), engram->token_map.size());
+  }
+#else
+  if (o.wants_text() || !o.tokenizer.empty())
+    return usage("this ds41-decode was built without the text layer (PCRE2 and utf8proc): token ids only");
+#endif
+  if (!o.gguf.empty()) {
+    if (prompt.empty()) prompt = {0, 1, 2, 3};
+    ds41::GgufWeights w(o.gguf, progress);
+    return ds41_decode_from(w, o.gguf, prompt, gen, o, t0);
+  }
+  if (!o.checkpoint.empty()) {
+    if (prompt.empty()) prompt = {0, 1, 2, 3};
+    long seq = 4096;  // model.py's ModelArgs.max_seq_len
+    if (!o.golden.empty()) {
+      const ds41::golden::Golden g = ds41::golden::load(o.golden);
+      engram = g.config.engram;  // a golden's own parameters win
+      seq = g.config.max_seq_len;
     }
-    else return usage("unknown argument " + a);
+    if (o.max_seq_len) seq = o.max_seq_len;
+    ds41::SafetensorsWeights w(o.checkpoint, seq, engram, progress);
+    return ds41_decode_from(w, o.checkpoint, prompt, gen, o, t0);
+  }
+  return decode_golden(o, prompt, gen);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DecodeOptions o;
+  const std::string err = parse_decode_options(argc, argv, o);
+  if (!err.empty()) return usage(err);
+  if (o.help) {
+    std::fputs(kDecodeHelp, stdout);
+    return 0;
   }
   try {
-    ds41::golden::Golden g = ds41::golden::load(path);
-    std::vector<int32_t> prompt = g.prompt_tokens;
-    if (!prompt_arg.empty()) {
-      prompt.clear();
-      std::stringstream ss(prompt_arg);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
-          return usage("--prompt: not a token id: '" + item + "'");
-        if (item.size() > 9) return usage("--prompt: token id too large: " + item);
-        prompt.push_back(static_cast<int32_t>(std::stol(item)));
-      }
-    }
-    const long room = g.config.max_seq_len - static_cast<long>(prompt.size());
-    if (n_tokens > room)
-      return usage("--tokens " + std::to_string(n_tokens) + ": the model's max_seq_len " +
-                   std::to_string(g.config.max_seq_len) + " leaves room for " + std::to_string(room < 0 ? 0 : room));
-    std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld)\n", g.name.c_str(),
-                g.config.n_layers, g.config.dim, g.config.hc_mult, g.config.n_routed_experts,
-                g.config.n_activated_experts, g.config.vocab_size);
-    ds41::WeightSet w = ds41::golden::regenerate_weights(g);
-    ds41::Model<ds41::HostBackend> model(g.config, w);
-    std::printf("prompt (%zu):", prompt.size());
-    for (int32_t t : prompt) std::printf(" %d", t);
-    std::printf("\n");
-    auto t0 = std::chrono::steady_clock::now();
-    ds41::StepResult r = model.prefill(prompt);
-    auto t1 = std::chrono::steady_clock::now();
-    std::vector<int32_t> out{r.argmax};
-    for (long i = 1; i < n_tokens; ++i) out.push_back(model.decode(out.back()).argmax);
-    auto t2 = std::chrono::steady_clock::now();
-    model.release();
-    std::printf("generated (%zu):", out.size());
-    for (int32_t t : out) std::printf(" %d", t);
-    std::printf("\n");
-    double pre_s = std::chrono::duration<double>(t1 - t0).count();
-    double dec_s = std::chrono::duration<double>(t2 - t1).count();
-    std::printf("prefill: %zu tokens in %.3f ms (%.0f tokens/s)\n", prompt.size(), pre_s * 1e3,
-                prompt.size() / pre_s);
-    if (n_tokens > 1)
-      std::printf("decode: %ld tokens in %.3f ms (%.0f tokens/s)\n", n_tokens - 1, dec_s * 1e3, (n_tokens - 1) / dec_s);
-    return 0;
+    return run(o);
   } catch (const ds41::Error& e) {
     std::fprintf(stderr, "ds41-decode: %s\n", e.what());
     return 2;

@@ -18,7 +18,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # the teacher-forced and serving variants of each golden, and the golden at the released shapes,
 # run in the other legs (under the sanitizers they would take most of CI's time)
 ctest --test-dir build-sanitize --output-on-failure -j2 -LE "slow|variants"
-for target in fuzz_golden fuzz_gguf fuzz_safetensors; do
+for target in fuzz_golden fuzz_gguf fuzz_safetensors fuzz_tokenizer; do
   corpus="build-sanitize/fuzz/corpus_${target#fuzz_}"
   mkdir -p "$corpus"
   echo "fuzz: $target for ${fuzz_seconds}s"

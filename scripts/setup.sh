@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building ds41 needs on a fresh Debian machine (only the packages that are
 # missing): a C++20 compiler, CMake, nlohmann/json, doctest, Google Benchmark, PCRE2 and utf8proc (the
-# text layer). The CUDA toolkit is
+# text layer), OpenSSL (ds41-tokenize's SHA-256). The CUDA toolkit is
 # optional (nvcc on PATH turns the device path on).
 #   scripts/setup.sh               build + test dependencies
 #   scripts/setup.sh --sanitizers  also clang and its runtimes (ASan/UBSan/LSan, libFuzzer)
 set -euo pipefail
-pkgs=(g++ cmake make nlohmann-json3-dev doctest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev)
+pkgs=(g++ cmake make nlohmann-json3-dev doctest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev libssl-dev)
 if [ "${1:-}" = "--sanitizers" ]; then
   pkgs+=(clang libclang-rt-14-dev)
 fi

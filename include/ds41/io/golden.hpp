@@ -183,6 +183,7 @@ inline ModelConfig parse_config(const Reader& r, const json& fixture) {
   m.engram_head_dim = I("engram_head_dim");
   m.engram_pad_id = r.integer(c, "engram_pad_id", w);
   m.engram_compressed_vocab_size = r.integer(c, "engram_compressed_vocab_size", w);
+  if (c.contains("engram_vocab_size")) m.engram_vocab_size = r.integer(c, "engram_vocab_size", w);
 
   const json& e = r.req(fixture, "engram", "fixture");
   if (!e.is_null()) {

@@ -1,5 +1,6 @@
 // ds41/io/safetensors_weights.hpp — the official DeepSeek-V4.1-Flash checkpoint directory as a
-// WeightSource: config.json → ModelConfig (read_checkpoint_config), and SafetensorsWeights, which
+// WeightSource: config.json (HF or ModelArgs form) and inference/config.json (ModelArgs form),
+// which must agree → ModelConfig (read_checkpoint_dir_config, hf_config.hpp), and SafetensorsWeights, which
 // reads each tensor with pread from its shard when a component asks for it and converts it to
 // the library's formats (docs/SAFETENSORS.md):
 //
@@ -15,6 +16,8 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <unistd.h>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +25,7 @@
 #include "../core/numeric.hpp"
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
+#include "hf_config.hpp"
 #include "safetensors_reader.hpp"
 
 namespace ds41 {
@@ -35,56 +39,66 @@ struct CheckpointParams {
   std::optional<EngramHashParams> engram;
 };
 
-/// config.json (the inference ModelArgs field names) → ModelConfig. Absent fields take model.py's
-/// ModelArgs defaults (config.json omits fields equal to them). Every field's type is checked and
-/// the result validated; errors name the file and the key. `notes` receives what is skipped.
-inline ModelConfig read_checkpoint_config(const std::string& path, const CheckpointParams& params,
-                                          std::vector<std::string>* notes = nullptr) {
+/// ModelArgs-form fields (`j`, as map_config gives them) → ModelConfig. Absent fields take
+/// model.py's ModelArgs defaults (config files omit fields equal to them). Every field's type is
+/// checked and the result validated; errors name `file` and the key as the file writes it
+/// (`key_of`: ModelArgs name → key, e.g. dim → text_config.hidden_size). `notes` receives what is
+/// skipped.
+inline ModelConfig model_config_from_args(const nlohmann::json& j, const std::string& file, const CheckpointParams& params,
+                                          std::vector<std::string>* notes = nullptr,
+                                          const std::map<std::string, std::string>* key_of = nullptr) {
   using json = nlohmann::json;
-  const json j = SafetensorsShards::read_json(path);
-  const std::string where = "safetensors " + path;
+  const std::string where = "safetensors " + file;
   DS41_CHECK(j.is_object(), where, ": not a JSON object");
   auto find = [&](const char* k) -> const json* {
     auto it = j.find(k);
     return it == j.end() ? nullptr : &*it;
   };
+  // the key as the file spells it, for messages
+  auto K = [&](const char* k) -> std::string {
+    if (key_of) {
+      auto it = key_of->find(k);
+      if (it != key_of->end()) return it->second;
+    }
+    return k;
+  };
   auto integer = [&](const char* k, long def, long lo = 0, long hi = 1L << 40) -> long {
     const json* v = find(k);
     if (!v) return def;
-    DS41_CHECK(v->is_number_integer() && !v->is_boolean(), where, ": key '", k, "' = ", v->dump(),
+    DS41_CHECK(v->is_number_integer() && !v->is_boolean(), where, ": key '", K(k), "' = ", v->dump(),
                " is not an integer");
     DS41_CHECK(v->is_number_unsigned() ? v->get<uint64_t>() <= static_cast<uint64_t>(hi)
                                        : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi,
-               where, ": key '", k, "' = ", v->dump(), " is outside [", lo, ", ", hi, "]");
+               where, ": key '", K(k), "' = ", v->dump(), " is outside [", lo, ", ", hi, "]");
     const long x = v->get<long>();
-    DS41_CHECK(x >= lo, where, ": key '", k, "' = ", x, " is outside [", lo, ", ", hi, "]");
+    DS41_CHECK(x >= lo, where, ": key '", K(k), "' = ", x, " is outside [", lo, ", ", hi, "]");
     return x;
   };
   auto real = [&](const char* k, double def) -> double {
     const json* v = find(k);
     if (!v) return def;
-    DS41_CHECK(v->is_number() && !v->is_boolean(), where, ": key '", k, "' = ", v->dump(), " is not a number");
+    DS41_CHECK(v->is_number() && !v->is_boolean(), where, ": key '", K(k), "' = ", v->dump(), " is not a number");
     const double x = v->get<double>();
-    DS41_CHECK(std::isfinite(x), where, ": key '", k, "' = ", v->dump(), " is not finite");
+    DS41_CHECK(std::isfinite(x), where, ": key '", K(k), "' = ", v->dump(), " is not finite");
     return x;
   };
   auto boolean = [&](const char* k, bool def) -> bool {
     const json* v = find(k);
     if (!v) return def;
-    DS41_CHECK(v->is_boolean(), where, ": key '", k, "' = ", v->dump(), " is not true or false");
+    DS41_CHECK(v->is_boolean(), where, ": key '", K(k), "' = ", v->dump(), " is not true or false");
     return v->get<bool>();
   };
   auto ints = [&](const char* k, std::vector<long> def, long lo = 0) -> std::vector<long> {
     const json* v = find(k);
     if (!v) return def;
-    DS41_CHECK(v->is_array() && v->size() <= (1u << 20), where, ": key '", k, "' = ", v->dump(),
+    DS41_CHECK(v->is_array() && v->size() <= (1u << 20), where, ": key '", K(k), "' = ", v->dump(),
                " is not a list of integers");
     std::vector<long> out;
     for (const json& x : *v) {
-      DS41_CHECK(x.is_number_integer() && !x.is_boolean(), where, ": key '", k, "' has a non-integer entry ", x.dump());
-      DS41_CHECK(!x.is_number_unsigned() || x.get<uint64_t>() <= (1ull << 40), where, ": key '", k, "' entry ",
+      DS41_CHECK(x.is_number_integer() && !x.is_boolean(), where, ": key '", K(k), "' has a non-integer entry ", x.dump());
+      DS41_CHECK(!x.is_number_unsigned() || x.get<uint64_t>() <= (1ull << 40), where, ": key '", K(k), "' entry ",
                  x.dump(), " is too large");
-      DS41_CHECK(x.get<int64_t>() >= lo && x.get<int64_t>() <= (1L << 40), where, ": key '", k, "' entry ", x.dump(),
+      DS41_CHECK(x.get<int64_t>() >= lo && x.get<int64_t>() <= (1L << 40), where, ": key '", K(k), "' entry ", x.dump(),
                  " is out of range");
       out.push_back(x.get<long>());
     }
@@ -96,13 +110,11 @@ inline ModelConfig read_checkpoint_config(const std::string& path, const Checkpo
   // dtype / expert_dtype: what the loader converts is decided per tensor by its stored dtype, but
   // only the pairs model.py builds are accepted
   if (const json* v = find("dtype"))
-    DS41_CHECK(v->is_string() && (*v == "fp8" || *v == "bf16"), where, ": key 'dtype' = ", v->dump(),
+    DS41_CHECK(v->is_string() && (*v == "fp8" || *v == "bf16"), where, ": key '", K("dtype"), "' = ", v->dump(),
                ", expected \"fp8\" or \"bf16\"");
   if (const json* v = find("expert_dtype"))
-    DS41_CHECK(v->is_null() || (v->is_string() && *v == "fp4"), where, ": key 'expert_dtype' = ", v->dump(),
+    DS41_CHECK(v->is_null() || (v->is_string() && *v == "fp4"), where, ": key '", K("expert_dtype"), "' = ", v->dump(),
                ", expected \"fp4\" or null");
-  for (const char* k : {"max_batch_size", "max_seq_len", "temperature"})
-    if (find(k) && notes) notes->push_back(std::string("config.json key '") + k + "' (a runtime field) is ignored");
 
   ModelConfig c;
   c.max_seq_len = params.max_seq_len;
@@ -118,7 +130,7 @@ inline ModelConfig read_checkpoint_config(const std::string& path, const Checkpo
   {
     const json* v = find("score_func");
     const std::string s = v ? (v->is_string() ? v->get<std::string>() : "?") : "sqrtsoftplus";
-    DS41_CHECK(s == "softmax" || s == "sigmoid" || s == "sqrtsoftplus", where, ": key 'score_func' = ",
+    DS41_CHECK(s == "softmax" || s == "sigmoid" || s == "sqrtsoftplus", where, ": key '", K("score_func"), "' = ",
                v ? v->dump() : s, ", expected \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"");
     c.score_func = s == "softmax" ? ScoreFunc::kSoftmax : s == "sigmoid" ? ScoreFunc::kSigmoid : ScoreFunc::kSqrtSoftplus;
   }
@@ -154,18 +166,18 @@ inline ModelConfig read_checkpoint_config(const std::string& path, const Checkpo
   c.engram_layer_ids = to_int(ints("engram_layer_ids", {}));
   c.engram_num_embeddings = ints("engram_num_embeddings", {});
   c.engram_max_ngram_size = I("engram_max_ngram_size", 1);
-  (void)integer("engram_vocab_size", 0);  // the hash primes' search start: the tokenizer's business
+  c.engram_vocab_size = integer("engram_vocab_size", 0);  // the hash primes' search start (engram.py)
   c.engram_n_heads = I("engram_n_heads", 0);
   c.engram_head_dim = I("engram_head_dim", 0);
   c.engram_pad_id = integer("engram_pad_id", 2);
   c.engram_compressed_vocab_size = integer("engram_compressed_vocab_size", 0);
-  if (const json* v = find("vision_n_layers")) {
+  if (find("vision_n_layers")) {
     const long vl = integer("vision_n_layers", 0);
     if (vl > 0 && notes) notes->push_back("vision: " + std::to_string(vl) + " ViT layers skipped (text only)");
-    (void)v;
   }
-  DS41_CHECK(static_cast<long>(c.compress_ratios.size()) == c.n_layers + n_mtp, where, ": key 'compress_ratios' has ",
-             c.compress_ratios.size(), " entries, expected n_layers + n_mtp_layers = ", c.n_layers + n_mtp);
+  DS41_CHECK(static_cast<long>(c.compress_ratios.size()) == c.n_layers + n_mtp, where, ": key '", K("compress_ratios"),
+             "' has ", c.compress_ratios.size(), " entries, expected n_layers + n_mtp_layers = ", c.n_layers + n_mtp,
+             " (the DSpark draft layers have ratios too)");
   c.compress_ratios.resize(c.n_layers);  // the MTP layers' ratios are not used
   if (n_mtp > 0 && notes) notes->push_back("MTP: " + std::to_string(n_mtp) + " draft layers (mtp.*) skipped");
   if (!c.engram_layer_ids.empty()) {
@@ -180,6 +192,57 @@ inline ModelConfig read_checkpoint_config(const std::string& path, const Checkpo
     fail(where, ": ", e.what());
   }
   return c;
+}
+
+/// One config file (either form, hf_config.hpp) → ModelConfig.
+inline ModelConfig read_checkpoint_config(const std::string& path, const CheckpointParams& params,
+                                          std::vector<std::string>* notes = nullptr) {
+  const MappedConfig m = map_config(SafetensorsShards::read_json(path), path);
+  if (notes)
+    for (std::string& n : config_notes(m)) notes->push_back(std::move(n));
+  return model_config_from_args(m.args, path, params, notes, &m.key_of);
+}
+
+/// What a checkpoint directory's config files give.
+struct CheckpointConfig {
+  ModelConfig model;
+  GenerationInfo generation;       // bos/eos/pad ids: the HF form's (empty with the ModelArgs form alone)
+  std::vector<std::string> files;  // the config files read
+};
+
+/// DIR/config.json (either form) and DIR/inference/config.json (ModelArgs form), whichever exist;
+/// with both, every field they both state must agree (check_agreement) and the model is built from
+/// their union. Each file is first checked alone, so a type error names its own file.
+inline CheckpointConfig read_checkpoint_dir_config(const std::string& dir, const CheckpointParams& params,
+                                                   std::vector<std::string>* notes = nullptr) {
+  auto file = [&](const std::string& name) { return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name; };
+  auto exists = [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; };
+  std::vector<MappedConfig> m;
+  for (const std::string& p : {file("config.json"), file("inference/config.json")})
+    if (exists(p)) m.push_back(map_config(SafetensorsShards::read_json(p), p));
+  // neither: the error of the file a checkpoint must have ("cannot open DIR/config.json")
+  if (m.empty()) m.push_back(map_config(SafetensorsShards::read_json(file("config.json")), file("config.json")));
+  CheckpointConfig out;
+  for (const MappedConfig& x : m) {
+    out.files.push_back(x.path);
+    if (notes)
+      for (std::string& n : config_notes(x)) notes->push_back(std::move(n));
+    if (x.hf_form) out.generation = x.generation;
+  }
+  if (m.size() == 1) {
+    out.model = model_config_from_args(m[0].args, m[0].path, params, notes, &m[0].key_of);
+  } else {
+    for (const MappedConfig& x : m) (void)model_config_from_args(x.args, x.path, params, nullptr, &x.key_of);
+    check_agreement(m[0], m[1]);
+    std::map<std::string, std::string> key_of = m[1].key_of;
+    for (const auto& [k, v] : m[0].key_of) key_of[k] = v;
+    out.model = model_config_from_args(merged_args(m[0], m[1]), m[0].path + " and " + m[1].path, params, notes, &key_of);
+  }
+  const auto& mpe = out.generation.max_position_embeddings;
+  if (mpe && params.max_seq_len > *mpe && notes)
+    notes->push_back("config: max_seq_len " + std::to_string(params.max_seq_len) +
+                     " is beyond the model's max_position_embeddings " + std::to_string(*mpe));
+  return out;
 }
 
 /// Names that belong to parts of the released checkpoint this library does not model.
@@ -280,7 +343,10 @@ class SafetensorsWeights : public WeightSource {
   SafetensorsWeights(const std::string& dir, const safetensors::CheckpointParams& params, const Progress& progress = {})
       : shards_(std::make_shared<safetensors::SafetensorsShards>(dir, progress)), progress_(progress) {
     std::vector<std::string> notes;
-    cfg_ = safetensors::read_checkpoint_config(shards_->file_path("config.json"), params, &notes);
+    safetensors::CheckpointConfig cc = safetensors::read_checkpoint_dir_config(dir, params, &notes);
+    cfg_ = std::move(cc.model);
+    generation_ = std::move(cc.generation);
+    config_files_ = std::move(cc.files);
     long skipped = 0;
     for (const auto& [name, t] : shards_->tensors()) {
       if (safetensors::skipped_name(name)) ++skipped;
@@ -295,6 +361,11 @@ class SafetensorsWeights : public WeightSource {
       : SafetensorsWeights(dir, safetensors::CheckpointParams{max_seq_len, std::move(engram)}, progress) {}
 
   const ModelConfig& config() const { return cfg_; }
+  /// bos/eos/pad ids and max_position_embeddings from the HF-form config.json (empty when the
+  /// directory has only the ModelArgs form, which states none).
+  const safetensors::GenerationInfo& generation() const { return generation_; }
+  /// The config files read: DIR/config.json and/or DIR/inference/config.json.
+  const std::vector<std::string>& config_files() const { return config_files_; }
   const safetensors::SafetensorsShards& shards() const { return *shards_; }
   std::shared_ptr<const safetensors::SafetensorsShards> shared_shards() const { return shards_; }
   /// Bytes and tensors read by load() so far.
@@ -406,6 +477,8 @@ class SafetensorsWeights : public WeightSource {
   std::shared_ptr<safetensors::SafetensorsShards> shards_;
   Progress progress_;
   ModelConfig cfg_;
+  safetensors::GenerationInfo generation_;
+  std::vector<std::string> config_files_;
   uint64_t total_bytes_ = 0;
   mutable uint64_t bytes_loaded_ = 0;
   mutable long tensors_loaded_ = 0;

@@ -1,6 +1,8 @@
 // ds41/io/safetensors_writer.hpp — a model (ModelConfig + WeightSet) as an official-format
 // checkpoint directory: config.json (ModelArgs field names), model.safetensors.index.json and N
-// shards model-0000k-of-0000n.safetensors. For tests and benchmarks: the inverse of
+// shards model-0000k-of-0000n.safetensors (write_checkpoint); or laid out as DeepSeek's release,
+// HF-form config.json + inference/config.json + tokenizer files (write_release_checkpoint).
+// For tests and benchmarks: the inverse of
 // SafetensorsWeights' conversions (docs/SAFETENSORS.md):
 //
 //   kF32 → F32, kBF16 → BF16
@@ -10,6 +12,9 @@
 //   X.scale in kF32 (powers of two) → F8_E8M0
 #pragma once
 #include <cstring>
+#include <cstdlib>
+#include <map>
+#include <stdlib.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,6 +22,7 @@
 #include "../core/numeric.hpp"
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
+#include "hf_config.hpp"
 #include "safetensors_reader.hpp"
 
 namespace ds41::safetensors {
@@ -112,15 +118,20 @@ inline std::vector<uint8_t> file_bytes(const std::vector<const EncodedTensor*>& 
   return out;
 }
 
-/// config.json of `c`: every ModelArgs field ds41 models (n_mtp_layers 0, vision off), plus
-/// `dtype` / `expert_dtype` as given. The runtime fields are not written.
-inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::string& dtype, const std::string& expert_dtype) {
+/// config.json of `c`: every ModelArgs field ds41 models (vision off; `n_mtp_layers` DSpark draft
+/// layers, whose compress ratios are `mtp_ratios`, 0 each when not given), plus `dtype` /
+/// `expert_dtype` as given. The runtime fields are not written.
+inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::string& dtype, const std::string& expert_dtype,
+                                          int n_mtp_layers = 0, std::vector<int> mtp_ratios = {}) {
+  DS41_CHECK(n_mtp_layers >= 0 && (mtp_ratios.empty() || static_cast<int>(mtp_ratios.size()) == n_mtp_layers),
+             "safetensors writer: ", mtp_ratios.size(), " MTP compress ratios for ", n_mtp_layers, " MTP layers");
+  mtp_ratios.resize(n_mtp_layers, 0);
   nlohmann::ordered_json j;
   j["vocab_size"] = c.vocab_size;
   j["dim"] = c.dim;
   j["moe_inter_dim"] = c.moe_inter_dim;
   j["n_layers"] = c.n_layers;
-  j["n_mtp_layers"] = 0;
+  j["n_mtp_layers"] = n_mtp_layers;
   j["n_heads"] = c.n_heads;
   j["n_routed_experts"] = c.n_routed_experts;
   j["n_shared_experts"] = c.n_shared_experts;
@@ -137,7 +148,9 @@ inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::strin
   j["o_groups"] = c.o_groups;
   j["o_lora_rank"] = c.o_lora_rank;
   j["window_size"] = c.window_size;
-  j["compress_ratios"] = std::vector<int>(c.compress_ratios.begin(), c.compress_ratios.begin() + c.n_layers);
+  std::vector<int> ratios(c.compress_ratios.begin(), c.compress_ratios.begin() + c.n_layers);
+  ratios.insert(ratios.end(), mtp_ratios.begin(), mtp_ratios.end());
+  j["compress_ratios"] = ratios;
   j["kv_source_layers"] = c.kv_source_layers;
   j["index_source_layers"] = c.index_source_layers;
   j["compress_rope_theta"] = c.compress_rope_theta;
@@ -162,6 +175,7 @@ inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::strin
   j["engram_head_dim"] = c.engram_head_dim;
   j["engram_pad_id"] = c.engram_pad_id;
   j["engram_compressed_vocab_size"] = c.engram_compressed_vocab_size;
+  if (c.engram_vocab_size > 0) j["engram_vocab_size"] = c.engram_vocab_size;
   j["dtype"] = dtype;
   if (expert_dtype.empty()) j["expert_dtype"] = nullptr;
   else j["expert_dtype"] = expert_dtype;
@@ -169,23 +183,51 @@ inline nlohmann::ordered_json config_json(const ModelConfig& c, const std::strin
   return j;
 }
 
-/// Writes `w` (every tensor it holds, by reference name) and `c` as checkpoint directory `dir`
-/// (created if needed) with `shards` shard files: embed.weight in the first, layers spread in
-/// order, norm/head in the last. Returns the shard paths.
-inline std::vector<std::string> write_checkpoint(const ModelConfig& c, const WeightSet& w, const std::string& dir,
-                                                 int shards = 2) {
-  namespace fs = std::filesystem;
-  DS41_CHECK(shards >= 1 && shards <= 99999, "safetensors writer: shard count ", shards, " out of range");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  DS41_CHECK(!ec && fs::is_directory(dir), "safetensors writer: cannot create directory ", dir);
-  std::vector<EncodedTensor> all;
-  bool fp8 = false, fp4 = false;
+/// A model's tensors encoded for the checkpoint, and what config.json says of them.
+struct EncodedModel {
+  std::vector<EncodedTensor> tensors;
+  bool fp8 = false, fp4 = false;  // fp8 Linear weights (dtype "fp8"), fp4 experts (expert_dtype "fp4")
+  int n_mtp_layers = 0;           // 1 + the largest N of the mtp.N.* tensors
+};
+
+/// Encodes every tensor of `w` before anything is written (so an unencodable tensor leaves no
+/// files). A scale given both with its quantised weight and on its own (regenerate_weights gives
+/// both) is written once; two different values under one name are an error.
+inline EncodedModel encode_model(const WeightSet& w) {
+  EncodedModel m;
+  std::map<std::string, size_t> at;
   for (const auto& [name, t] : w.all()) {
-    fp8 |= t.format == WeightFormat::kFp8Block32 && name.find("engram.embed") == std::string::npos;
-    fp4 |= t.format == WeightFormat::kFp4Block32;
-    for (EncodedTensor& e : encode_tensor(name, t)) all.push_back(std::move(e));
+    m.fp8 |= t.format == WeightFormat::kFp8Block32 && name.find("engram.embed") == std::string::npos;
+    m.fp4 |= t.format == WeightFormat::kFp4Block32;
+    if (name.rfind("mtp.", 0) == 0)
+      m.n_mtp_layers = std::max(m.n_mtp_layers, 1 + static_cast<int>(std::strtol(name.c_str() + 4, nullptr, 10)));
+    for (EncodedTensor& e : encode_tensor(name, t)) {
+      auto it = at.find(e.name);
+      if (it == at.end()) {
+        at[e.name] = m.tensors.size();
+        m.tensors.push_back(std::move(e));
+        continue;
+      }
+      const EncodedTensor& o = m.tensors[it->second];
+      DS41_CHECK(o.dtype == e.dtype && o.shape == e.shape && o.bytes == e.bytes, "safetensors writer: tensor '", e.name,
+                 "' is given twice with different contents (once with its weight, once on its own)");
+    }
   }
+  return m;
+}
+
+inline void put_file(const std::string& path, const void* data, size_t n) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  out.close();
+  DS41_CHECK(out.good(), "safetensors writer: cannot write ", path);
+}
+
+/// The shards of `m` and model.safetensors.index.json into `dir`: embed.weight in the first shard,
+/// layers spread in order, everything else (norm, head, mtp.*) in the last. Returns the shard paths.
+inline std::vector<std::string> write_shards(const ModelConfig& c, const EncodedModel& m, const std::string& dir,
+                                             int shards) {
+  namespace fs = std::filesystem;
   auto shard_of = [&](const std::string& name) {
     if (name.rfind("layers.", 0) == 0) {
       const long l = std::strtol(name.c_str() + 7, nullptr, 10);
@@ -201,7 +243,7 @@ inline std::vector<std::string> write_checkpoint(const ModelConfig& c, const Wei
   std::vector<std::vector<const EncodedTensor*>> groups(shards);
   nlohmann::ordered_json index;
   uint64_t total = 0;
-  for (const EncodedTensor& e : all) {
+  for (const EncodedTensor& e : m.tensors) {
     groups[shard_of(e.name)].push_back(&e);
     total += e.bytes.size();
   }
@@ -210,22 +252,113 @@ inline std::vector<std::string> write_checkpoint(const ModelConfig& c, const Wei
   for (int k = 0; k < shards; ++k)
     for (const EncodedTensor* e : groups[k]) map[e->name] = shard_name(k);
   index["weight_map"] = map;
-  auto put = [&](const std::string& path, const void* data, size_t n) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-    out.close();
-    DS41_CHECK(out.good(), "safetensors writer: cannot write ", path);
-  };
   std::vector<std::string> paths;
   for (int k = 0; k < shards; ++k) {
     const std::vector<uint8_t> b = file_bytes(groups[k]);
     paths.push_back((fs::path(dir) / shard_name(k)).string());
-    put(paths.back(), b.data(), b.size());
+    put_file(paths.back(), b.data(), b.size());
   }
-  const std::string idx = index.dump(2), cfg = config_json(c, fp8 ? "fp8" : "bf16", fp4 ? "fp4" : "").dump(4);
-  put((fs::path(dir) / "model.safetensors.index.json").string(), idx.data(), idx.size());
-  put((fs::path(dir) / "config.json").string(), cfg.data(), cfg.size());
+  const std::string idx = index.dump(2);
+  put_file((fs::path(dir) / "model.safetensors.index.json").string(), idx.data(), idx.size());
   return paths;
+}
+
+/// Writes `w` (every tensor it holds, by reference name) and `c` as checkpoint directory `dir`
+/// (created if needed) with `shards` shard files and a ModelArgs-form config.json. Returns the
+/// shard paths.
+inline std::vector<std::string> write_checkpoint(const ModelConfig& c, const WeightSet& w, const std::string& dir,
+                                                 int shards = 2) {
+  namespace fs = std::filesystem;
+  DS41_CHECK(shards >= 1 && shards <= 99999, "safetensors writer: shard count ", shards, " out of range");
+  const EncodedModel m = encode_model(w);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  DS41_CHECK(!ec && fs::is_directory(dir), "safetensors writer: cannot create directory ", dir);
+  std::vector<std::string> paths = write_shards(c, m, dir, shards);
+  // n_mtp_layers 0 as before, whatever mtp.* tensors `w` holds (callers state their own)
+  const std::string cfg = config_json(c, m.fp8 ? "fp8" : "bf16", m.fp4 ? "fp4" : "").dump(4);
+  put_file((fs::path(dir) / "config.json").string(), cfg.data(), cfg.size());
+  return paths;
+}
+
+// ------------------------------------------------------------------------ the release's layout
+
+/// The Hugging Face form of `c` (hf_config.hpp's args_to_hf of config_json): text_config,
+/// quantization_config when the weights are fp8, vision_config (off), and `gen`'s token ids.
+inline nlohmann::ordered_json hf_config_json(const ModelConfig& c, const std::string& dtype, const std::string& expert_dtype,
+                                             const GenerationInfo& gen, int n_mtp_layers = 0) {
+  return args_to_hf(nlohmann::json::parse(config_json(c, dtype, expert_dtype, n_mtp_layers).dump()), gen);
+}
+
+/// Files of the release besides the config and the weights, written verbatim (the tokenizer's
+/// two files; `other` for more, by path relative to the checkpoint directory), and the ids the HF
+/// config states (the release's: bos 0, eos 1, pad 2).
+struct ReleaseFiles {
+  std::string tokenizer_json;         // tokenizer.json, written when not empty
+  std::string tokenizer_config_json;  // tokenizer_config.json, written when not empty
+  std::map<std::string, std::string> other;
+  GenerationInfo generation = [] {
+    GenerationInfo g;
+    g.bos_token_id = 0;
+    g.eos_token_ids = {1};
+    g.pad_token_id = 2;
+    return g;
+  }();
+};
+
+/// Writes `w` and `c` laid out as DeepSeek's release: config.json (HF form), inference/config.json
+/// (ModelArgs form), the files of `extra`, `shards` shards (mtp.* tensors included when `w` has
+/// them) and model.safetensors.index.json. Atomic: everything is written into a sibling temporary
+/// directory renamed to `dir` at the end, so a failure leaves no `dir` (which must not exist, or
+/// be empty). Returns the shard paths.
+inline std::vector<std::string> write_release_checkpoint(const ModelConfig& c, const WeightSet& w, const std::string& dir,
+                                                         const ReleaseFiles& extra = {}, int shards = 2) {
+  namespace fs = std::filesystem;
+  const std::string what = "safetensors writer: " + dir;
+  DS41_CHECK(shards >= 1 && shards <= 99999, what, ": shard count ", shards, " out of range");
+  std::error_code ec;
+  DS41_CHECK(!fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)), what,
+             " exists and is not an empty directory");
+  for (const auto& [rel, text] : extra.other) {
+    const fs::path p(rel);
+    bool up = false;
+    for (const auto& part : p) up |= part == "..";
+    DS41_CHECK(!rel.empty() && p.is_relative() && !up, what, ": extra file '", rel,
+               "' is not a path inside the checkpoint directory");
+  }
+  const EncodedModel m = encode_model(w);  // before any file exists
+  const std::string dtype = m.fp8 ? "fp8" : "bf16", expert = m.fp4 ? "fp4" : "";
+  const std::string hf = hf_config_json(c, dtype, expert, extra.generation, m.n_mtp_layers).dump(2) + "\n";
+  const std::string args = config_json(c, dtype, expert, m.n_mtp_layers).dump(4) + "\n";
+
+  const fs::path target = fs::absolute(fs::path(dir));
+  fs::create_directories(target.parent_path(), ec);
+  std::string tmpl = (target.parent_path() / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  DS41_CHECK(::mkdtemp(tmpl.data()) != nullptr, what, ": cannot create a temporary directory next to it");
+  const fs::path tmp = tmpl;
+  try {
+    std::vector<std::string> paths = write_shards(c, m, tmp.string(), shards);
+    put_file((tmp / "config.json").string(), hf.data(), hf.size());
+    fs::create_directories(tmp / "inference");
+    put_file((tmp / "inference" / "config.json").string(), args.data(), args.size());
+    if (!extra.tokenizer_json.empty())
+      put_file((tmp / "tokenizer.json").string(), extra.tokenizer_json.data(), extra.tokenizer_json.size());
+    if (!extra.tokenizer_config_json.empty())
+      put_file((tmp / "tokenizer_config.json").string(), extra.tokenizer_config_json.data(),
+               extra.tokenizer_config_json.size());
+    for (const auto& [rel, text] : extra.other) {
+      fs::create_directories((tmp / rel).parent_path());
+      put_file((tmp / rel).string(), text.data(), text.size());
+    }
+    if (fs::exists(target)) fs::remove(target);  // empty (checked above): rename needs it gone or empty
+    fs::rename(tmp, target, ec);
+    DS41_CHECK(!ec, what, ": cannot move the written checkpoint into place (", ec.message(), ")");
+    for (std::string& p : paths) p = (target / fs::path(p).filename()).string();
+    return paths;
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 }  // namespace ds41::safetensors

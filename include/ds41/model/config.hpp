@@ -69,6 +69,7 @@ struct ModelConfig {
   int engram_head_dim = 0;
   long engram_pad_id = 2;
   long engram_compressed_vocab_size = 0;
+  long engram_vocab_size = 0;  // where the hash primes' search starts (engram.py; 0 = not stated)
   EngramHashParams engram;
 
   static bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
