@@ -105,10 +105,11 @@ inline std::vector<int32_t> prompt_ids(const DecodeOptions& o, const ds41::text:
   return tok.encode(prompt);
 }
 
-/// The end-of-sentence id: tokenizer_config.json's eos_token beside a tokenizer.json, else the
-/// checkpoint's config.json eos_token_id, else the release's <｜end▁of▁sentence｜> token when the
-/// tokenizer has it.
+/// The end-of-sentence id: the tokenizer's own (a GGUF file's tokenizer.ggml.eos_token_id), else
+/// tokenizer_config.json's eos_token beside a tokenizer.json, else the checkpoint's config.json
+/// eos_token_id, else the release's <｜end▁of▁sentence｜> token when the tokenizer has it.
 inline std::optional<int32_t> eos_id(const DecodeOptions& o, const ds41::text::Tokenizer* tok, const std::string& tok_path) {
+  if (tok && tok->eos_id()) return *tok->eos_id();
   if (!tok_path.empty() && !is_gguf_file(tok_path)) {
     const fs::path cfg = fs::path(tok_path).parent_path() / "tokenizer_config.json";
     if (fs::exists(cfg)) {
@@ -127,7 +128,11 @@ inline std::optional<int32_t> eos_id(const DecodeOptions& o, const ds41::text::T
     const fs::path cfg = fs::path(o.checkpoint) / "config.json";
     if (fs::exists(cfg)) {
       const nlohmann::ordered_json j = read_json(cfg.string());
-      if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) return j["eos_token_id"].get<int32_t>();
+      if (j.contains("eos_token_id")) {  // HF allows one id or a list (the first is the end of a sentence)
+        const auto& e = j["eos_token_id"];
+        if (e.is_number_integer()) return e.get<int32_t>();
+        if (e.is_array() && !e.empty() && e[0].is_number_integer()) return e[0].get<int32_t>();
+      }
     }
   }
   if (tok)
