@@ -233,6 +233,15 @@ TEST_CASE("engram config: both forms, and a missing or ill-typed field named") {
   CHECK(b.layer_ids == a.layer_ids);
   CHECK(b.num_embeddings == a.num_embeddings);
   CHECK(b.compressed_vocab_size == a.compressed_vocab_size);
+  // the release's config.json itself (HF form: engram_pad_token_id, not engram_pad_id)
+  const json release_hf = read_json(DS41_TOKENIZER_DATA "/../release_config/config.json");
+  const EngramSpec r = engram_spec_from_config(release_hf, "config.json");
+  CHECK(r.layer_ids == a.layer_ids);
+  CHECK(r.engram_vocab_size == a.engram_vocab_size);
+  CHECK(r.pad_id == 2);
+  json hf_pad = release_hf;
+  hf_pad["text_config"]["engram_pad_token_id"] = 5;
+  CHECK(engram_spec_from_config(hf_pad, "config.json").pad_id == 5);
   json missing = inf;
   missing.erase("engram_compressed_vocab_size");
   CHECK_ERROR_MENTIONS(engram_spec_from_config(missing, "cfg.json"), "'engram_compressed_vocab_size' is missing");

@@ -81,7 +81,9 @@ inline EngramSpec engram_spec_from_config(const nlohmann::json& j, const std::st
   s.max_ngram_size = static_cast<int>(integer("engram_max_ngram_size", 1, 64));
   s.n_heads = static_cast<int>(integer("engram_n_heads", 1, 4096));
   const long default_pad = 2;  // ModelArgs' default
-  s.pad_id = integer("engram_pad_id", 0, s.vocab_size - 1, &default_pad);
+  // the HF form spells it engram_pad_token_id (the release's config.json); ModelArgs engram_pad_id
+  const char* pad_key = hf && t.contains("engram_pad_token_id") ? "engram_pad_token_id" : "engram_pad_id";
+  s.pad_id = integer(pad_key, 0, s.vocab_size - 1, &default_pad);
   s.compressed_vocab_size = integer("engram_compressed_vocab_size", 1, 1L << 31);
   DS41_CHECK(s.num_embeddings.size() == s.layer_ids.size(), where, ": 'engram_num_embeddings' has ",
              s.num_embeddings.size(), " entries for ", s.layer_ids.size(), " engram layers");
