@@ -277,7 +277,7 @@ void BM_Router(benchmark::State& st) {
     HostBackend::for_each(T, [=](long t) {
       float* r = ps + t * kExperts;
       for (int e = 0; e < kExperts; ++e) r[e] = sqrtf(softplus(r[e]));
-      topk_row(r, kExperts, kTopK, reinterpret_cast<int*>(pi + t * kTopK), nullptr);
+      reference_topk_row(r, kExperts, kTopK, true, reinterpret_cast<int*>(pi + t * kTopK), nullptr);
     });
     benchmark::DoNotOptimize(idx.data());
   }
@@ -430,9 +430,9 @@ void BM_SparseAttentionSinkHeads(benchmark::State& st) {
 BENCHMARK(BM_SparseAttentionSinkHeads)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Top-k alone: the router's top 6 of 384, the indexer's top 512. Args: n, k. BM_TopK is
-// topk_row (insertion into a sorted list: the shared host/device reference, which the router and
-// the candidate prefilter call per row); BM_TopKSelect is topk_row_select, which
-// HostBackend::topk_rows (the indexer's top-k) runs. Same indices.
+// topk_row (insertion into a sorted list, lower index first among ties: the device's order);
+// BM_TopKSelect is torch_topk_row (torch 1.13's algorithm and tie outcome: the host's router,
+// candidate blocks and, unsorted, HostBackend::topk_rows for the indexer).
 void BM_TopK(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
   std::vector<float> v = random_activations(n, 19);
@@ -450,7 +450,7 @@ void BM_TopKSelect(benchmark::State& st) {
   std::vector<int> idx(k);
   std::vector<TopkEntry> scratch(n);
   for (auto _ : st) {
-    topk_row_select(v.data(), n, k, idx.data(), scratch.data());
+    torch_topk_row(v.data(), n, k, true, idx.data(), nullptr, scratch.data());
     benchmark::DoNotOptimize(idx.data());
   }
   set_stream_counters(st, 4.0 * n, 0);

@@ -443,7 +443,9 @@ TEST_CASE("the device sorts' key orders scores as topk_before does, -0 with +0 b
   CHECK(topk_order_key(0.0f, 1) > topk_order_key(-0.0f, 3));
 }
 
-TEST_CASE("top-k by selection (the host's topk_rows) gives topk_row's indices in topk_row's order") {
+TEST_CASE("top-k: torch's selection (the host's) and topk_row's (the device's) keep the same values") {
+  // they may differ only in which of tied members they keep (tests/test_topk.cpp checks torch's
+  // exact choice against torch): the kept values, best first, are the same
   std::mt19937 rng(43);
   std::normal_distribution<float> gauss;
   std::uniform_int_distribution<int> small(-3, 3);
@@ -451,28 +453,31 @@ TEST_CASE("top-k by selection (the host's topk_rows) gives topk_row's indices in
   for (int n : {1, 2, 9, 64, 640, 2048, 16384})
     for (int k : {1, 6, 8, 9, 100, 512, 16384}) {
       if (k > n) continue;
-      for (int kind = 0; kind < 4; ++kind) {
+      for (int kind = 0; kind < 3; ++kind) {
         std::vector<float> v(n);
         for (int i = 0; i < n; ++i) {
           switch (kind) {
             case 0: v[i] = gauss(rng); break;                         // distinct values
-            case 1: v[i] = static_cast<float>(small(rng)); break;      // many ties: index order
-            case 2: v[i] = rng() % 3 ? -INFINITY : gauss(rng); break;  // masked: higher index first
-            default: v[i] = rng() % 5 ? bf16_round(gauss(rng)) : (rng() % 2 ? NAN : -INFINITY); break;  // NaN as -inf
+            case 1: v[i] = static_cast<float>(small(rng)); break;      // many ties
+            default: v[i] = rng() % 3 ? -INFINITY : gauss(rng); break;  // masked
           }
         }
         std::vector<int> ref(k), got(k);
+        std::vector<float> ref_v(k), got_v(k);
         std::vector<TopkEntry> scratch(n);
-        topk_row(v.data(), n, k, ref.data(), nullptr);
-        topk_row_select(v.data(), n, k, got.data(), scratch.data());
+        topk_row(v.data(), n, k, ref.data(), ref_v.data());
+        torch_topk_row(v.data(), n, k, true, got.data(), got_v.data(), scratch.data());
         CAPTURE(n);
         CAPTURE(k);
         CAPTURE(kind);
-        CHECK(got == ref);
+        // torch sorts only the first k-1 (nth_element's k-th is the k-th best anyway)
+        CHECK(got_v == ref_v);
+        if (kind == 0) CHECK(got == ref);  // no ties: the same indices in the same order
+        for (int j = 0; j < k; ++j) CHECK(v[got[j]] == got_v[j]);
         ++cases;
       }
     }
-  CHECK(cases == 4 * 29);
+  CHECK(cases == 3 * 29);
 }
 
 TEST_CASE("candidate blocks: block maxima, the newest block pinned, -inf blocks dropped") {

@@ -31,6 +31,7 @@
 #include "cuda/linear.hpp"
 #include "cuda/numerics.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 #define DS41_CUDA_CHECK(call)                                                                       \
@@ -99,9 +100,11 @@ inline float* fast_workspace(size_t floats) {
 }
 }  // namespace cuda_detail
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"
 // the fast policy's attention kernels need the stream, the workspace and DS41_CUDA_CHECK above
 #include "cuda/block_topk.hpp"
 #include "cuda/fast_attention.hpp"
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// An owning device array (cudaMalloc, zero-initialised). Move-only.
@@ -186,6 +189,16 @@ __global__ void topk_keys_kernel(const float* v, long rows, int n, unsigned long
   const int col = static_cast<int>(i % n);
   keys[i] = topk_order_key(v[i], col);
   vals[i] = col;
+}
+
+/// The device's contraction probe (core/fp_exact.hpp's host_fp_contracts, on the device):
+/// in[0]·in[0] + in[1] is 0 with two roundings and 2^-24 when nvcc fuses it into an FMA, which it
+/// does under its default --fmad=true. The inputs come from memory so that nothing folds at compile
+/// time. A template, so that every translation unit can keep its own copy (compiled with that
+/// unit's --fmad, the setting of the kernels it guards).
+template <int = 0>
+__global__ void fmad_probe_kernel(const float* in, float* out) {
+  out[0] = in[0] * in[0] + in[1];
 }
 
 }  // namespace cuda_detail
@@ -320,6 +333,28 @@ struct CudaBackendT {
   }
   /// The stream every operation of this backend is ordered on.
   static cudaStream_t stream() { return cuda_detail::backend_stream(); }
+
+  /// Model's constructor calls it. The exact policy's device arithmetic is not yet written with
+  /// explicit roundings throughout (core/fp_exact.hpp's mul_rn/add_rn are the way there), so it
+  /// still needs nvcc's --fmad=false on the translation units that instantiate it; this probe,
+  /// compiled in the same unit, throws ds41::Error instead of letting fused kernels give other bits.
+  /// The fast policy fuses by design and needs nothing.
+  static void require_exact_numerics() {
+    if constexpr (!kFast) {
+      const float in[2] = {1.0f + 0x1p-12f, -(1.0f + 0x1p-11f)};
+      Buffer<float> d_in(2), d_out(1);
+      upload(d_in.data(), in, 2);
+      cuda_detail::fmad_probe_kernel<<<1, 1, 0, stream()>>>(d_in.data(), d_out.data());
+      cuda_detail::check_launch("fmad probe");
+      float out = 1.0f;
+      download(&out, d_out.data(), 1);
+      if (out != 0.0f)
+        fail("CudaBackend (exact numerics): this translation unit's device code fuses a*b+c into FMA "
+             "(nvcc's default --fmad=true): compile the .cu files that instantiate ds41's exact CUDA "
+             "backend with --fmad=false, or use CudaFastBackend (docs/NUMERICS.md, \"Consumers: "
+             "compiler flags\")");
+    }
+  }
 
   /// Graph mode (cuda_detail::GraphScope): the same recorder for every numerics policy.
   using GraphScope = cuda_detail::GraphScope;
@@ -475,7 +510,8 @@ struct CudaBackendT {
   }
 
   /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
-  /// sort on an orderable composite key).
+  /// sort on an orderable composite key). Among tied scores this keeps the lower index, not
+  /// torch's choice as the host's topk_rows does (docs/NUMERICS.md, "Tied scores").
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
     // the fast policy sorts a row of up to 4096 scores in one block (cuda/block_topk.hpp): the
@@ -520,3 +556,4 @@ using CudaBackend = CudaBackendT<ReferenceNumerics>;
 using CudaFastBackend = CudaBackendT<FastNumerics>;
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -21,6 +21,7 @@
 #include "host/rows.hpp"
 #include "host/threads.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 struct HostBackend {
@@ -149,10 +150,12 @@ struct HostBackend {
   /// Threads for_each may use (the calling one included).
   static int threads() { return HostThreadPool::global().threads(); }
 
-  /// idx[r, 0..k) = the k best columns of v[r, 0..n), best first (topk_before's order).
+  /// idx[r, 0..k) = the k best columns of v[r, 0..n): the indexer's index_score.topk(k,
+  /// sorted=False), torch's choice among tied scores and torch's unsorted order (core/topk.hpp's
+  /// torch_topk_row). The caller re-sorts (index_topk_finish); CudaBackend's order is best first.
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     for_each_with_scratch<TopkEntry>(rows, static_cast<size_t>(n), false, [=](long r, TopkEntry* scratch) {
-      topk_row_select(v + r * n, n, k, reinterpret_cast<int*>(idx + r * k), scratch);
+      torch_topk_row(v + r * n, n, k, false, reinterpret_cast<int*>(idx + r * k), nullptr, scratch);
     });
   }
 
@@ -236,3 +239,4 @@ struct HostBackend {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

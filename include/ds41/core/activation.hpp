@@ -7,6 +7,7 @@
 #include "simd_avx2.hpp"
 #include "torch_math.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 // exp and log1p are our ports of glibc's (exp_scalar, log1p_scalar) so that host and device round
@@ -76,3 +77,4 @@ DS41_HD void rmsnorm_row(const float* x, const float* w, float* y, int n, float 
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -8,6 +8,7 @@
 #include "simd_avx2.hpp"
 #include "torch_math.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 constexpr int kAttnBlock = 64;
@@ -124,3 +125,4 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -7,6 +7,7 @@
 #include "topk.hpp"
 #include "torch_math.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 /// Softmax-gated pooling of channel d (of D) over a group of r rows (float32):
@@ -82,7 +83,8 @@ DS41_HD void candidate_blocks_row(const float* score, int n, long compress_len, 
   long last = compress_len > 0 ? (compress_len - 1) / bs : -1;
   if (last >= 0 && last < nb) blocks[last] = INFINITY;
   const int k = topk_blocks < nb ? topk_blocks : nb;
-  topk_row(blocks, nb, k, idx, nullptr);
+  // scores.topk(k): torch's choice among tied blocks (core/topk.hpp); the set is what counts
+  reference_topk_row(blocks, nb, k, true, idx, nullptr);
   for (int j = 0; j < n; ++j) mask[j] = 0;
   for (int i = 0; i < k; ++i) {
     if (!(blocks[idx[i]] > -INFINITY)) continue;
@@ -101,8 +103,10 @@ DS41_HD void index_topk_finish(int32_t* sel, int k, long compress_len, long offs
 /// The indexer's selection for one query row: top-k of `score` (k <= n), re-sorted into position
 /// order, positions at or beyond compress_len → -1, the rest shifted by `offset` (window rows).
 DS41_HD void index_topk_row(const float* score, int n, int k, long compress_len, long offset, int32_t* out) {
-  topk_row(score, n, k, reinterpret_cast<int*>(out), nullptr);
+  // index_score.topk(k, sorted=False): torch's choice among tied positions (core/topk.hpp)
+  reference_topk_row(score, n, k, false, reinterpret_cast<int*>(out), nullptr);
   index_topk_finish(out, k, compress_len, offset);
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 class Error : public std::runtime_error {
@@ -46,3 +47,4 @@ inline std::string shape_str(const std::vector<long long>& s) {
   } while (0)
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -5,6 +5,7 @@
 #include "macros.hpp"
 #include "numeric.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 /// out[t, j, d] = bf16(post[t, j]·x[t, d] + Σ_i comb[t, i, j]·res[t, i, d]), the sum over the
@@ -17,3 +18,4 @@ DS41_HD float hc_post_element(const float* x, const float* res, const float* pos
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -14,6 +14,7 @@
 #include "numeric.hpp"
 #include "quant.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 enum class WeightFormat : int {
@@ -287,3 +288,4 @@ struct MatrixView {
 };
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

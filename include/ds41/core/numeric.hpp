@@ -9,6 +9,7 @@
 #include <cstring>
 #include "macros.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 DS41_HD uint32_t f32_bits(float f) {
@@ -179,3 +180,4 @@ DS41_HD bool f32_to_e8m0(float p, uint8_t* e) {
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

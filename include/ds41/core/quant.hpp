@@ -5,6 +5,7 @@
 #pragma once
 #include "numeric.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 constexpr int kFp8Block = 32;        // window KV, Linear inputs
@@ -92,3 +93,4 @@ DS41_HD void roundtrip_row(float* x, int n, int block, RoundTrip kind) {
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -9,6 +9,7 @@
 #pragma once
 #include "macros.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 constexpr int kSumLanes = 8;
@@ -95,3 +96,4 @@ DS41_HD float torch_reduce_all_sum(const float* x, int n) {
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

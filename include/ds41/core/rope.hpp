@@ -5,6 +5,7 @@
 #include <vector>
 #include "numeric.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 struct RopeParams {
@@ -79,3 +80,4 @@ DS41_HD void rope_rotate(float* x, const float* c, const float* s, int half, boo
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -9,6 +9,7 @@
 #include "quant.hpp"
 #include "torch_math.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41::avx2 {
 
 /// In-register 8x8 transpose: r[i] lane j  ->  r[j] lane i.
@@ -189,4 +190,5 @@ inline bool act_quant_block32(const float* x, float* q, float* scale) {
 }
 
 }  // namespace ds41::avx2
+#include "fp_exact_end.hpp"
 #endif

@@ -4,6 +4,7 @@
 #include "activation.hpp"
 #include "torch_math.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 /// mixes: [(2+hc)·hc] = [pre(hc) | post(hc) | comb(hc×hc row-major)]; scale: [3]; base like mixes.
@@ -54,3 +55,4 @@ DS41_HD void hc_split_sinkhorn(const float* mixes, const float* scale, const flo
 }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

@@ -1,12 +1,28 @@
-// ds41/core/topk.hpp — top-k of one row, written once for host and device.
+// ds41/core/topk.hpp — top-k of one row.
 //
-// Order: larger value first; equal finite values keep the lower index first. Among -inf entries
-// (masked positions) the HIGHER index wins: the reference's fills (SCHEMA §5.1) must land on
-// unreachable positions, which are the highest ones, before any reachable masked position.
+// Two orders live here:
+//  * torch's (torch_topk_row, reference_topk_row on the host): what DeepSeek's reference gets from
+//    torch.topk on the CPU of torch 1.13 (aten/src/ATen/native/TopKImpl.h, topk_impl_loop): the row's
+//    (value, index) pairs filled in index order, then std::partial_sort of the first k when
+//    k * 64 <= n, else std::nth_element at k-1 followed, when sorted, by std::sort of the first k-1,
+//    all with the comparator "NaN first, then greater value", which never looks at the index. Among
+//    equal values the outcome is therefore whatever those standard-library algorithms leave: this
+//    file calls the same algorithms on the same pairs with the same comparator, so the standard
+//    library must be the reference's, libstdc++ (GCC and Clang on Linux both use it; the goldens'
+//    torch is Debian bookworm's, built with GCC 12). Calling libstdc++ rather than re-writing its
+//    introselect/introsort/heap code keeps ds41 from carrying a second copy that could drift from it;
+//    tests/test_topk.cpp checks every (index, order) against vectors torch itself made.
+//  * lower index first (topk_before / topk_order_key / topk_row): the device's order (CUB's radix
+//    sort of 64-bit keys and the per-row loops run on the GPU). It matches torch's wherever no two
+//    competing scores tie; among ties the device may keep other members (docs/NUMERICS.md).
+//    Among -inf entries (masked positions) the HIGHER index wins there: the reference's fills
+//    (SCHEMA §5.1) land on unreachable positions, which are the highest ones, in the tie-free goldens.
 #pragma once
 #include <algorithm>
+#include <vector>
 #include "numeric.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 DS41_HD bool topk_before(float va, int ia, float vb, int ib) {
@@ -49,26 +65,46 @@ DS41_HD void topk_row(const float* v, int n, int k, int* idx, float* val) {
     for (int j = 0; j < k; ++j) val[j] = v[idx[j]];
 }
 
-/// A value (NaN taken as -inf) and its index: topk_row_select's scratch entry.
+/// A score and its column: the pair torch's topk_impl_loop sorts (it holds (float, int64); the
+/// element type only moves, the outcome depends on the comparisons alone).
 struct TopkEntry {
   float value;
   int index;
 };
 
-/// topk_row's result (the same k indices in the same order: topk_before is a total order on
-/// (value, index)), by selection then a sort of the k: O(n + k log k) instead of topk_row's
-/// insertion into a sorted list, which moves ~k/2 entries per insertion. One core: 16384 scores,
-/// k = 512: 128 us against 554 us; 640 / 512: 9.5 against 99 us; but 384 / 6: 1.3 against
-/// 0.9 us, so k <= 8 keeps the insertion. A host function; `scratch` holds n entries. Like
-/// topk_row, writes min(k, n) indices.
-inline void topk_row_select(const float* v, int n, int k, int* idx, TopkEntry* scratch) {
+#if !DS41_DEVICE_CODE && !defined(__GLIBCXX__)
+#error "ds41: core/topk.hpp reproduces torch.topk's choice among tied scores, which is what libstdc++'s std::partial_sort / std::nth_element / std::sort leave (the reference's torch is built with GCC's libstdc++); this standard library is not libstdc++, so ties would be broken differently. Build with libstdc++ (e.g. without -stdlib=libc++)."
+#endif
+
+// The host functions below are declared in nvcc's device pass too (host code calls them), where
+// only reference_topk_row's device branch is compiled.
+
+/// torch.topk's comparator (largest=True): NaN before any number, then the greater value; equal
+/// values (and -0 with +0, NaN with NaN) are equivalent, whatever their indices.
+inline bool torch_topk_before(const TopkEntry& a, const TopkEntry& b) {
+  return (is_nan(a.value) && !is_nan(b.value)) || a.value > b.value;
+}
+
+/// torch.topk(k, dim=-1, largest=True, sorted) of one row as torch 1.13's CPU kernel computes it,
+/// ties included: idx[0..k) (and val[0..k) when non-null) in torch's order. sorted=false is
+/// torch's unsorted order (its nth_element's), not an arbitrary one. Writes min(k, n) entries
+/// (torch refuses k > n; the model's callers check it); `scratch` holds n entries. A host
+/// function (libstdc++'s algorithms; see the top of the file).
+inline void torch_topk_row(const float* v, int n, int k, bool sorted, int* idx, float* val, TopkEntry* scratch) {
   k = std::min(k, n);
-  if (k <= 8) return topk_row(v, n, k, idx, nullptr);
-  for (int i = 0; i < n; ++i) scratch[i] = {is_nan(v[i]) ? -INFINITY : v[i], i};
-  const auto before = [](const TopkEntry& a, const TopkEntry& b) { return topk_before(a.value, a.index, b.value, b.index); };
-  if (k < n) std::nth_element(scratch, scratch + k - 1, scratch + n, before);
-  std::sort(scratch, scratch + k, before);
+  if (k <= 0) return;
+  for (int i = 0; i < n; ++i) scratch[i] = {v[i], i};
+  // torch: use_partial_sort = k * 64 <= dim_size (int64 arithmetic)
+  if (static_cast<long long>(k) * 64 <= n) {
+    std::partial_sort(scratch, scratch + k, scratch + n, torch_topk_before);
+  } else {
+    std::nth_element(scratch, scratch + k - 1, scratch + n, torch_topk_before);
+    // the first k-1 only, as torch 1.13 does: the k-th stays where nth_element put it
+    if (sorted) std::sort(scratch, scratch + k - 1, torch_topk_before);
+  }
   for (int j = 0; j < k; ++j) idx[j] = scratch[j].index;
+  if (val)
+    for (int j = 0; j < k; ++j) val[j] = scratch[j].value;
 }
 
 /// Sort a small int array ascending (insertion sort; k is small).
@@ -83,4 +119,26 @@ DS41_HD void sort_ascending(int* a, int n) {
   }
 }
 
+/// The calling thread's scratch for reference_topk_row (grown, never shrunk): a host function.
+inline TopkEntry* topk_thread_scratch(int n) {
+  thread_local std::vector<TopkEntry> buf;
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+/// The reference's top-k for per-row code written once for host and device (the router, the
+/// candidate blocks): torch_topk_row on the host, with `scratch` (n entries) or, when null, a
+/// buffer of the calling thread; on the device topk_row (lower index first among ties: the device
+/// does not yet reproduce torch's tie outcome, docs/NUMERICS.md; `scratch` is unused there).
+DS41_HD void reference_topk_row(const float* v, int n, int k, bool sorted, int* idx, TopkEntry* scratch) {
+#if DS41_DEVICE_CODE
+  (void)sorted;
+  (void)scratch;
+  topk_row(v, n, k, idx, nullptr);
+#else
+  torch_topk_row(v, n, k, sorted, idx, nullptr, scratch ? scratch : topk_thread_scratch(n));
+#endif
+}
+
 }  // namespace ds41
+#include "fp_exact_end.hpp"

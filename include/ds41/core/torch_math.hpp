@@ -11,6 +11,7 @@
 #include <cstring>
 #include "numeric.hpp"
 
+#include "fp_exact_begin.hpp"
 namespace ds41 {
 
 constexpr long kTorchVecElems = 16;  // two AVX2 float vectors per loop iteration
@@ -248,3 +249,4 @@ DS41_HD float torch_clamp_max(float x, float hi) { return x > hi ? hi : x; }
 DS41_HD float torch_silu(float x, long i, long n) { return x / (1.0f + torch_exp(-x, i, n)); }
 
 }  // namespace ds41
+#include "fp_exact_end.hpp"

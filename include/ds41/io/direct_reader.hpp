@@ -22,6 +22,7 @@
 #include <string>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// O_DIRECT offsets, lengths and buffer addresses are multiples of this (the largest logical
@@ -141,3 +142,4 @@ class DirectFile {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -10,6 +10,7 @@
 #include <vector>
 #include "../core/numeric.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::filler {
 
 inline uint64_t fnv1a64(std::string_view s) {
@@ -114,3 +115,4 @@ inline void quantize_e2m1_block32(const std::vector<float>& v, long rows, long c
 }
 
 }  // namespace ds41::filler
+#include "../core/fp_exact_end.hpp"

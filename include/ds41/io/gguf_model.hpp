@@ -13,6 +13,7 @@
 #include "gguf_names.hpp"
 #include "gguf_writer.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 inline constexpr const char* kArch = "deepseek41";
@@ -380,3 +381,4 @@ inline std::vector<uint8_t> encode_engram_rows(const HostTensor& codes, const Ho
 }
 
 }  // namespace ds41::gguf
+#include "../core/fp_exact_end.hpp"

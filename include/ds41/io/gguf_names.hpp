@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 /// What part of a GGUF tensor a reference tensor is.
@@ -96,3 +97,4 @@ inline std::optional<NameRef> to_gguf(const std::string& ref) {
 }
 
 }  // namespace ds41::gguf
+#include "../core/fp_exact_end.hpp"

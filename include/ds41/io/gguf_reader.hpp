@@ -13,6 +13,7 @@
 #include <vector>
 #include "gguf_types.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 struct TensorInfo {
@@ -263,3 +264,4 @@ class GgufShards {
 };
 
 }  // namespace ds41::gguf
+#include "../core/fp_exact_end.hpp"

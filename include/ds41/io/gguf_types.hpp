@@ -17,6 +17,7 @@
 #include "../core/error.hpp"
 #include "../core/numeric.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read as little-endian uint32
@@ -275,3 +276,4 @@ class PosixFile {
 };
 
 }  // namespace ds41::gguf
+#include "../core/fp_exact_end.hpp"

@@ -7,6 +7,7 @@
 #include <vector>
 #include "gguf_model.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 class GgufWeights : public WeightSource {
@@ -123,3 +124,4 @@ inline std::vector<std::string> write_model(const ModelConfig& c, const WeightSo
 
 }  // namespace gguf
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

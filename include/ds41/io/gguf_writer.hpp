@@ -11,6 +11,7 @@
 #include <vector>
 #include "gguf_reader.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 class GgufWriter {
@@ -189,3 +190,4 @@ class GgufWriter {
 };
 
 }  // namespace ds41::gguf
+#include "../core/fp_exact_end.hpp"

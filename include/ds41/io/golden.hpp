@@ -18,6 +18,7 @@
 #include "../model/weights.hpp"
 #include "filler.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::golden {
 
 using json = nlohmann::json;
@@ -506,3 +507,4 @@ inline Result compare(const std::string& name, const Capture& gold, const std::v
 }
 
 }  // namespace ds41::golden
+#include "../core/fp_exact_end.hpp"

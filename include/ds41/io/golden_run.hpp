@@ -8,6 +8,7 @@
 #include "../model/model.hpp"
 #include "golden.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::golden {
 
 /// Keeps host copies of every capture of one step.
@@ -232,3 +233,4 @@ std::vector<StepReport> run(const Golden& g, ModelT& model, const RunOptions& op
 }
 
 }  // namespace ds41::golden
+#include "../core/fp_exact_end.hpp"

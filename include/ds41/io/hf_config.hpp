@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::safetensors {
 
 /// What a decoder needs beyond ModelConfig; only the HF form states it (the ModelArgs form has no
@@ -451,3 +452,4 @@ inline nlohmann::ordered_json args_to_hf(const nlohmann::json& args, const Gener
 }
 
 }  // namespace ds41::safetensors
+#include "../core/fp_exact_end.hpp"

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::safetensors {
 
 /// Every dtype the safetensors format names (sub-byte F4/F6 are not: ds41 refuses them by name).
@@ -355,3 +356,4 @@ class SafetensorsShards {
 };
 
 }  // namespace ds41::safetensors
+#include "../core/fp_exact_end.hpp"

@@ -28,6 +28,7 @@
 #include "hf_config.hpp"
 #include "safetensors_reader.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 namespace safetensors {
 
@@ -485,3 +486,4 @@ class SafetensorsWeights : public WeightSource {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

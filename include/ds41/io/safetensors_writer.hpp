@@ -25,6 +25,7 @@
 #include "hf_config.hpp"
 #include "safetensors_reader.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::safetensors {
 
 struct EncodedTensor {
@@ -362,3 +363,4 @@ inline std::vector<std::string> write_release_checkpoint(const ModelConfig& c, c
 }
 
 }  // namespace ds41::safetensors
+#include "../core/fp_exact_end.hpp"

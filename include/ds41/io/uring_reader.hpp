@@ -24,6 +24,7 @@
 #define DS41_URING 1
 #endif
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 #ifdef DS41_URING
@@ -108,3 +109,4 @@ inline constexpr bool kUringAvailable = false;
 #endif
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

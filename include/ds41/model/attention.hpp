@@ -13,6 +13,7 @@
 #include "indexer.hpp"
 #include "undo_record.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -329,3 +330,4 @@ class CompressedAttnT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -17,6 +17,7 @@
 #include "highway.hpp"
 #include "moe.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B, class ExpertStore = ResidentExperts<B>, class Table = ResidentTable<B>>
@@ -111,3 +112,4 @@ class Block {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -24,6 +24,7 @@
 #include <vector>
 #include "config.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 class ChunkPlan {
@@ -129,3 +130,4 @@ class ChunkPlan {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -12,6 +12,7 @@
 #include "undo_record.hpp"
 #include "weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -125,3 +126,4 @@ class CompressorT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 enum class ScoreFunc { kSoftmax, kSigmoid, kSqrtSoftplus };
@@ -197,3 +198,4 @@ struct ModelConfig {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

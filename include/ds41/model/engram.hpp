@@ -16,6 +16,7 @@
 #include "tap.hpp"
 #include "weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// Host-side n-gram hashing over the sequence's token history (integer work on a few ids per
@@ -195,3 +196,4 @@ class EngramT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

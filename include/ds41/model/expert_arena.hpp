@@ -16,6 +16,7 @@
 #include "../backend/host/buffer.hpp"
 #include "moe.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// (layer, expert) → arena slot, least recently used at the front.
@@ -107,3 +108,4 @@ auto alloc_staging(size_t n) {
 }
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

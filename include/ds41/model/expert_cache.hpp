@@ -35,6 +35,7 @@
 #include "expert_arena.hpp"
 #include "expert_source.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 struct StreamOptions {
@@ -445,3 +446,4 @@ class ExpertCache {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

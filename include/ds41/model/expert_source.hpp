@@ -16,6 +16,7 @@
 #include "../io/gguf_weights.hpp"
 #include "../io/safetensors_weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// Where every routed expert's bytes live: per (layer, expert) the byte ranges ("slices") that
@@ -214,3 +215,4 @@ class SafetensorsExpertSource : public ExpertSource {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -108,3 +109,4 @@ class HighwayT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -11,6 +11,7 @@
 #include "tap.hpp"
 #include "weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -178,3 +179,4 @@ class IndexerT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -17,6 +17,7 @@
 #include "tap.hpp"
 #include "weights.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// One SwiGLU expert's three matrices.
@@ -194,7 +195,8 @@ class MoeT {
         float biased[1024];
         int sel[64];
         for (int e = 0; e < E && e < 1024; ++e) biased[e] = s[e] + bias[e];
-        topk_row(biased, E, K, sel, nullptr);
+        // (scores + bias).topk(K): torch's order, ties included (core/topk.hpp)
+        reference_topk_row(biased, E, K, true, sel, nullptr);
         for (int j = 0; j < K; ++j) {
           pi[t * K + j] = sel[j];
           pw[t * K + j] = s[sel[j]];
@@ -335,3 +337,4 @@ class MoeT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -5,6 +5,7 @@
 #include "../core/quant.hpp"
 #include "../core/rope.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -75,3 +76,4 @@ struct RowPositions {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

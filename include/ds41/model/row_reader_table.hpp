@@ -16,6 +16,7 @@
 #include "../io/safetensors_weights.hpp"
 #include "config.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 struct RowCacheCounters {
@@ -172,3 +173,4 @@ class RowReaderTable {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

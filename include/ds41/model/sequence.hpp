@@ -26,6 +26,7 @@
 #include "shared_slots.hpp"
 #include "undo_record.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B, class ExpertStore, class Table>
@@ -135,3 +136,4 @@ class SequenceT {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

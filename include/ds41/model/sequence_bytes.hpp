@@ -15,6 +15,7 @@
 #include "../io/filler.hpp"
 #include "sequence.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -175,3 +176,4 @@ struct SequenceBytes {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class B>
@@ -42,3 +43,4 @@ struct SharedSlots {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

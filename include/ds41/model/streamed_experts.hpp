@@ -6,6 +6,7 @@
 #include "expert_cache.hpp"
 #include "moe.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// ExpertStore policy: one layer's view of a model-wide ExpertCache.
@@ -44,3 +45,4 @@ class StreamedExperts {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

@@ -6,6 +6,7 @@
 #include <vector>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 enum class CapType { kF32, kBF16, kI32, kBool };
@@ -110,3 +111,4 @@ struct RowTaps {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

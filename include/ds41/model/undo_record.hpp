@@ -8,6 +8,7 @@
 #include "../core/error.hpp"
 #include "shared_slots.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// What steps overwrote in one sequence since its checkpoint: rows of backend memory with the
@@ -86,3 +87,4 @@ class UndoRecord {
 };
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

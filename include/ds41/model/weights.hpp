@@ -9,6 +9,7 @@
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// One parameter on the host: a shape, a storage format and its payload. Vectors and small
@@ -168,3 +169,4 @@ Matrix<B> load_matrix(const WeightSource& w, const std::string& name, long rows,
 }
 
 }  // namespace ds41
+#include "../core/fp_exact_end.hpp"

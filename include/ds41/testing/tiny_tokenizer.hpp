@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::testing {
 
 namespace tiny_tokenizer_detail {
@@ -219,3 +220,4 @@ inline std::string tiny_tokenizer_config_json() {
 }
 
 }  // namespace ds41::testing
+#include "../core/fp_exact_end.hpp"

@@ -18,6 +18,7 @@
 #include <vector>
 #include "utf8.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 struct AddedToken {
@@ -162,3 +163,4 @@ class AddedVocabulary {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -19,6 +19,7 @@
 #include "../core/error.hpp"
 #include "utf8.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 struct StringHash {
@@ -200,3 +201,4 @@ class Bpe {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

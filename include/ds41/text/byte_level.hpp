@@ -9,6 +9,7 @@
 #include <string_view>
 #include "utf8.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text::byte_level {
 
 struct Tables {
@@ -58,3 +59,4 @@ inline void decode_token(std::string_view token, std::string& out) {
 }
 
 }  // namespace ds41::text::byte_level
+#include "../core/fp_exact_end.hpp"

@@ -25,6 +25,7 @@
 #include "../core/error.hpp"
 #include "py_json.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 enum class ThinkingMode { kChat, kThinking };
@@ -586,3 +587,4 @@ inline std::string chat_prompt(std::string_view user, ThinkingMode mode, std::st
 }
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

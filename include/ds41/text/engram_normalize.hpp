@@ -21,6 +21,7 @@
 #include <vector>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 namespace engram_detail {
@@ -127,3 +128,4 @@ inline std::string engram_key(std::string_view decoded) {
 }
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -25,6 +25,7 @@
 #include "engram_normalize.hpp"
 #include "numpy_random.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 /// The config fields the derivation needs (ModelArgs names: engram_layer_ids, ...).
@@ -243,3 +244,4 @@ EngramHashParams derive_engram_params(const EngramSpec& spec, const Tok& tok) {
 }
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -19,6 +19,7 @@
 #include "../io/gguf_writer.hpp"
 #include "tokenizer.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 enum class GgufTokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
@@ -200,3 +201,4 @@ inline void set_special_ids_from_config(Tokenizer& tok, const std::string& confi
 }
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -14,6 +14,7 @@
 #include <vector>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 /// numpy.random.SeedSequence with an integer entropy and no spawn key (what default_rng(int) builds).
@@ -190,3 +191,4 @@ class Generator {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -19,6 +19,7 @@
 #include "byte_level.hpp"
 #include "regex.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
@@ -172,3 +173,4 @@ class PreTokenizer {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 /// Python's repr(float) (= str(float)) for a finite double: the shortest digits that round-trip,
@@ -187,3 +188,4 @@ std::string py_str(const J& v, std::string_view what) {
 }
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -32,6 +32,7 @@
 #include "unicode_delta.hpp"
 #include "utf8.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 namespace regex_detail {
@@ -212,3 +213,4 @@ class Regex {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

@@ -33,6 +33,7 @@
 #include <vector>
 #include "../core/error.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 /// SplitMix64 (Steele, Lea, Flood 2014; Vigna's reference constants): a 64-bit stream fully
@@ -206,3 +207,4 @@ class Sampler {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

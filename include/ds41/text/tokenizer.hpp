@@ -30,6 +30,7 @@
 #include "pretokenizer.hpp"
 #include "utf8.hpp"
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text {
 
 class StreamDecoder;
@@ -338,3 +339,4 @@ class StreamDecoder {
 };
 
 }  // namespace ds41::text
+#include "../core/fp_exact_end.hpp"

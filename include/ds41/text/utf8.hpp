@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "../core/fp_exact_begin.hpp"
 namespace ds41::text::utf8 {
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
@@ -148,3 +149,4 @@ inline std::string decode_lossy(std::string_view bytes) {
 }
 
 }  // namespace ds41::text::utf8
+#include "../core/fp_exact_end.hpp"

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include "../../core/topk.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::cuda_detail {
 
 constexpr int kBlockTopkThreads = 256;
@@ -66,3 +67,4 @@ inline bool block_topk_rows(const float* v, long rows, int n, int k, int32_t* id
 }
 
 }  // namespace ds41::cuda_detail
+#include "../../core/fp_exact_end.hpp"

@@ -22,6 +22,7 @@
 #include "../../core/compress_math.hpp"
 #include "fast_attention_plan.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::cuda_detail {
 
 /// SM count and shared-memory limits of the current device, read once.
@@ -406,3 +407,4 @@ inline void fast_index_scores(const float* q, const float* w, const float* keys,
 }
 
 }  // namespace ds41::cuda_detail
+#include "../../core/fp_exact_end.hpp"

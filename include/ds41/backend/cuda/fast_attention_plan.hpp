@@ -23,6 +23,7 @@
 #include "../../core/numeric.hpp"
 #include "../../core/torch_math.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::fast_attn {
 
 // ------------------------------------------------------------------ the device's limits, as plans see them
@@ -234,3 +235,4 @@ inline IndexScoresPlan plan_index_scores(long T, int H, int Di, long nk, bool sm
 }
 
 }  // namespace ds41::fast_attn
+#include "../../core/fp_exact_end.hpp"

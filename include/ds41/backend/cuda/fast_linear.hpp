@@ -21,6 +21,7 @@
 #include "fast_linear_plan.hpp"
 #include "gemv.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 namespace cuda_detail {
 
@@ -291,3 +292,4 @@ bool launch_fast_linear(const float* x, long rows, long x_stride, const MatrixVi
 
 }  // namespace cuda_detail
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

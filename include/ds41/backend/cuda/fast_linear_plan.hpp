@@ -16,6 +16,7 @@
 #include <cstdint>
 #include "../../core/linear_math.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 constexpr int kFastWarps = 8;                       // warps per block
@@ -184,3 +185,4 @@ DS41_HD float fast_split_sum(const float* part, int splits, long stride) {
 }
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

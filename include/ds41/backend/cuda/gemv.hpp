@@ -27,6 +27,7 @@
 #include <cstdint>
 #include "../../core/linear_math.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 namespace cuda_detail {
 
@@ -245,3 +246,4 @@ void launch_linear_gemv(const float* x, long rows, long x_stride, const MatrixVi
 
 }  // namespace cuda_detail
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

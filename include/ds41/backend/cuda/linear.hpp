@@ -39,6 +39,7 @@
 #include "../../core/linear_math.hpp"
 #include "gemv.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 namespace cuda_detail {
 
@@ -404,3 +405,4 @@ inline void launch_linear(const float* x, long rows, long x_stride, const Matrix
 
 }  // namespace cuda_detail
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

@@ -10,6 +10,7 @@
 //    the output rounding; ds41-golden --numerics fast holds them to rel-L2 1e-2 (issue 24).
 #pragma once
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 struct ReferenceNumerics {
@@ -23,3 +24,4 @@ struct FastNumerics {
 };
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

@@ -21,6 +21,7 @@
 #include "../../core/simd_avx2.hpp"
 #include "bf16_range512.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 /// Heads per work item in CompressedAttnT's host path: one item per thread in a decode step (one
@@ -340,3 +341,4 @@ inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stri
 }
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

@@ -16,6 +16,7 @@
 #define DS41_HOST_AVX512 1
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_exact {
 
 /// The magnitudes seen so far: `bf16` false once a value was not a finite bf16 number (low 16
@@ -63,4 +64,5 @@ inline bool products_exact(const Bf16Range& a, const Bf16Range& b) {
 }
 
 }  // namespace ds41::host_exact
+#include "../../core/fp_exact_end.hpp"
 #endif

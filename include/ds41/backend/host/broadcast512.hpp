@@ -22,6 +22,7 @@
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv {
 
 /// w · x[0] on 16 lanes (each product rounded; IEEE multiplication commutes).
@@ -71,4 +72,5 @@ inline __m512i dpbusd_broadcast(__m512i a, __m512i w, const uint32_t* x) {
 #endif
 
 }  // namespace ds41::host_gemv
+#include "../../core/fp_exact_end.hpp"
 #endif

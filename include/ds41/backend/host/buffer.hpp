@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 template <class T>
@@ -48,3 +49,4 @@ class HostBuffer {
 };
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

@@ -31,6 +31,7 @@
 #if defined(DS41_HOST_AVX512_BF16)
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm_bf16dot512 {
 
 /// Words of one input row's pairs at K columns (an odd K's last column is not paired).
@@ -135,4 +136,5 @@ inline void linear_rows(const float* x, const uint32_t* pairs, long T, long x_st
 }
 
 }  // namespace ds41::host_gemv::gemm_bf16dot512
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm_fp4int512 {
 
 using fp4int::kGroupK;
@@ -294,4 +295,5 @@ inline void linear_rows(const RowPlanes* rows, long T, const MatrixView& w, floa
 }
 
 }  // namespace ds41::host_gemv::gemm_fp4int512
+#include "../../core/fp_exact_end.hpp"
 #endif

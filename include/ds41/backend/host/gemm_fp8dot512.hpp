@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm_fp8dot512 {
 
 /// Input rows a pass takes: with two vectors of 16 output rows (a tile of 4 panels), 8 rows keep
@@ -398,4 +399,5 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
 }
 
 }  // namespace ds41::host_gemv::gemm_fp8dot512
+#include "../../core/fp_exact_end.hpp"
 #endif

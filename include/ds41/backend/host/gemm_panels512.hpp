@@ -48,6 +48,7 @@
 #define DS41_HOST_AVX512_VBMI 1
 #endif
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm512 {
 
 constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
@@ -416,4 +417,5 @@ inline void linear_rows(const float* x, const float* xs, long T, long x_stride, 
 }
 
 }  // namespace ds41::host_gemv::gemm512
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -46,6 +46,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv {
 
 /// W[n, k] as the float the reference multiplies x[k] by (before any block scale).
@@ -705,3 +706,4 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
 }
 
 }  // namespace ds41::host_gemv
+#include "../../core/fp_exact_end.hpp"

@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #include "gemv_panels.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::fp4int {
 
 constexpr int kGroupK = 8;      // columns per 32-byte fp4 panel group
@@ -230,4 +231,5 @@ inline void gemv_rows(const float* q, const float* x_scale, const Planes& planes
 }
 
 }  // namespace ds41::host_gemv::fp4int
+#include "../../core/fp_exact_end.hpp"
 #endif

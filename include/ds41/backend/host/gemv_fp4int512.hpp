@@ -23,6 +23,7 @@
 #define DS41_HOST_AVX512_VNNI 1
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::fp4int512 {
 
 using fp4int::kGroupK;
@@ -148,4 +149,5 @@ inline void gemv_rows(const float* q, const float* x_scale, const fp4int::Planes
 }
 
 }  // namespace ds41::host_gemv::fp4int512
+#include "../../core/fp_exact_end.hpp"
 #endif

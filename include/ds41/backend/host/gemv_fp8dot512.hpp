@@ -35,6 +35,7 @@
 #define DS41_HOST_AVX512_BF16 1
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::fp8dot512 {
 
 /// Whether this CPU's vdpbf16ps is two FMAs, high half first, each rounded (see top). Checked
@@ -156,4 +157,5 @@ struct DotBlockSums {
 inline bool usable(const MatrixView& w) { return w.host_subnormal_blocks && dot_is_two_fmas(); }
 
 }  // namespace ds41::host_gemv::fp8dot512
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -21,6 +21,7 @@
 #include <utility>
 #include "../../core/linear_math.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv {
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ) for T input rows, by the scalar reference
@@ -35,10 +36,12 @@ inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_s
 }
 
 }  // namespace ds41::host_gemv
+#include "../../core/fp_exact_end.hpp"
 
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::panels {
 
 constexpr int kBlockK = 32;    // one fp8/fp4 scale block along K
@@ -403,4 +406,5 @@ inline void linear_rows(const float* x, const float* xs, long T, long x_stride, 
 }
 
 }  // namespace ds41::host_gemv::panels
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -23,6 +23,7 @@
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::panels512 {
 
 // Column decoders on a group pair (panel a's 32 bytes in the low half, b's in the high):
@@ -106,4 +107,5 @@ inline void gemv_rows(const float* x, const MatrixView& w, float* y, OutRound ro
 }
 
 }  // namespace ds41::host_gemv::panels512
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -37,6 +37,7 @@
 #include <immintrin.h>
 #include "gemv_panels.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::scaled {
 
 constexpr float kInputScale = 0x1p60f;  // x' = x·2^60 (w' = w·2^-120)
@@ -203,4 +204,5 @@ inline void gemv_rows(const float* q, const float* x_scale, const float* xs, con
 }
 
 }  // namespace ds41::host_gemv::scaled
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -28,6 +28,7 @@
 #define DS41_HOST_AVX512 1
 #include <immintrin.h>
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::scaled512 {
 
 using panels::prefetch_ahead;
@@ -243,4 +244,5 @@ inline void gemv_rows(const float* q, const float* x_scale, const Sums& sums, co
 }
 
 }  // namespace ds41::host_gemv::scaled512
+#include "../../core/fp_exact_end.hpp"
 #endif

@@ -34,6 +34,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_panels {
 
 /// Whether `src` can be stored as panels. fp8 matrices holding a NaN code stay row-major: the
@@ -270,3 +271,4 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
 }
 
 }  // namespace ds41::host_panels
+#include "../../core/fp_exact_end.hpp"

@@ -11,6 +11,7 @@
 #include "../../core/quant.hpp"
 #include "../../core/simd_avx2.hpp"
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 namespace host_rows {
@@ -95,3 +96,4 @@ inline void prefetch_row(const uint8_t* c, const float* s, long r, int hd) {
 }  // namespace engram_host
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"

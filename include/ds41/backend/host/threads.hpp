@@ -33,6 +33,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 class HostThreadPool {
@@ -266,3 +267,4 @@ class HostThreadPool {
 };
 
 }  // namespace ds41
+#include "../../core/fp_exact_end.hpp"
