@@ -159,7 +159,7 @@ inline void value_heads(const float* p, const float* alpha, int D, const float* 
 // where host_exact says every product of the block is exact (q and the keys, bf16(p) and the
 // values: all bf16 numbers in the reference), so the bits are the multiply-then-add ones. Why:
 // per multiply-add the AVX2 loops issue a multiply and an add on 8 lanes; these one instruction
-// on 16 (bench_kernels BM_SparseAttentionSinkHeads; README "Performance").
+// on 16 (bench_kernels BM_SparseAttentionSinkHeads; docs/PERFORMANCE.md).
 namespace attn_host512 {
 
 /// dots[h][0 .. 16·NV) += Σ over the slice's dn d of q_h[d]·key[d] (HS heads from q, stride D; kt

@@ -7,7 +7,7 @@
 // arithmetic, and the multi-row float tile (host/gemm_panels512.hpp) decodes every code to a float
 // and multiplies in floats. bench_kernels BM_BatchLinear, cold, 2 threads, 5120 x 2304 (a routed
 // expert's w2), before this tile: T = 1 / 2 / 4 / 8 / 16 took 260 / 486 / 880 / 1727 / 3010 us;
-// with it 275 / 445 / 697 / 1240 / 2104 (T = 1 is still the decode GEMV; README "Performance").
+// with it 275 / 445 / 697 / 1240 / 2104 (T = 1 is still the decode GEMV; docs/PERFORMANCE.md).
 // A first version of this tile that kept the one-row tile's operands (unsigned input planes,
 // signed weights, q's sign applied to the looked-up weights by a masked negation per row) was no
 // faster at T = 2: each row still cost 14 vector operations per 128 weights, the one-row tile's 15.

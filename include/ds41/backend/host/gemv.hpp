@@ -421,7 +421,7 @@ enum class VectorIsa { kWidest, kAvx512, kAvx2, kTuned };
 /// tiles of 2 panels) against 65 / 84 / 78 / 77% with AVX2 alone. bf16 takes the widest too:
 /// its 16-row tile read the four shapes 4-10% faster than the AVX2 one, alternating call by call
 /// (session 12; f32 the same either way, at the stream read). Prefill (T > 1) takes the widest.
-/// (README "Performance".)
+/// (docs/PERFORMANCE.md.)
 constexpr VectorIsa decode_isa(WeightFormat f) {
   return f == WeightFormat::kFp8Block32 ? VectorIsa::kAvx2 : VectorIsa::kWidest;
 }

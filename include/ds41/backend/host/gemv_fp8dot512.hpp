@@ -7,7 +7,7 @@
 // products, where FmaBlockSums takes 2 loads, 9 integer operations and 4 multiply-adds, and the
 // input is broadcast as half as many pairs. Measured (one Zen 5 VM): from L3, one thread,
 // 1280 x 5120, 105 against 120 us at two blocks a tile step, 126 against 144 at one; with cold
-// weights, at one block a step, both read alike within the noise (README "Performance"): there
+// weights, at one block a step, both read alike within the noise (docs/PERFORMANCE.md): there
 // the dependent chains and the memory, not the operation count, bound the tile.
 //
 // Same bits. `vdpbf16ps` computes acc = fma(a_lo, b_lo, fma(a_hi, b_hi, acc)) per lane, each FMA

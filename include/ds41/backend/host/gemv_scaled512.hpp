@@ -11,7 +11,7 @@
 // sums are dot products instead (host/gemv_fp8dot512.hpp: FmaBlockSums is one policy of the
 // tile). Measured (one Zen 5 VM, 2 threads): from L3 this runs ~1.6x the AVX2 decoder at two
 // blocks a step (1280 x 5120: 105 -> 67 us); with cold weights it and the dot products read at
-// ~36-45 GB/s where the plain stream read gets 43-50 (README "Performance").
+// ~36-45 GB/s where the plain stream read gets 43-50 (docs/PERFORMANCE.md).
 //
 // Lanes 0-7 are panel p's rows, lanes 8-15 panel p + 1's; each lane is its row's own chain in K
 // order, exactly the operations of the AVX2 tile (every guard, the 2^60 scalings and the block

@@ -21,7 +21,7 @@
 //            `scales` buffer; MatrixView::scales is null). Why: as floats the scales were 20% of
 //            an fp4 matrix's bytes (4 per 32 half-byte codes), as bytes 6%; the decode GEMV
 //            streams them with the codes, and cold it read 15% fewer bytes in ~15% less time
-//            (README "Performance"). Every fp4 checkpoint scale is e8m0 (the reference's
+//            (docs/PERFORMANCE.md). Every fp4 checkpoint scale is e8m0 (the reference's
 //            float8_e8m0fnu, GGUF MXFP4); a matrix with a scale e8m0 cannot hold stays row-major.
 // The same memory as row-major up to the padding: the packed copy replaces the original.
 #pragma once
