@@ -178,6 +178,8 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
     return "--system, --thinking and --reasoning-effort go with --chat or --messages";
   if (!o.reasoning_effort.empty() && !o.thinking) return "--reasoning-effort goes with --thinking";
   if (o.no_bos && !o.has_prompt_text) return "--no-bos goes with --prompt-text";
+  if ((o.sampling.top_k > 0 || o.sampling.top_p < 1) && o.sampling.temperature == 0)
+    return "--top-k and --top-p sample: they need --temperature > 0 (temperature 0 is the argmax)";
   if (o.has_prompt_text && o.prompt_text.empty()) return "--prompt-text: empty text";
   if (o.has_chat && o.chat.empty()) return "--chat: empty text";
   return "";
