@@ -12,6 +12,7 @@
 #include "decode_options.hpp"
 #include "ds41/core/error.hpp"
 #include "ds41/io/gguf_reader.hpp"
+#include "ds41/io/hf_config.hpp"
 #include "ds41/text/chat.hpp"
 #include "ds41/text/engram_params.hpp"
 #include "ds41/text/gguf_tokenizer.hpp"
@@ -126,13 +127,9 @@ inline std::optional<int32_t> eos_id(const DecodeOptions& o, const ds41::text::T
   }
   if (!o.checkpoint.empty()) {
     const fs::path cfg = fs::path(o.checkpoint) / "config.json";
-    if (fs::exists(cfg)) {
-      const nlohmann::ordered_json j = read_json(cfg.string());
-      if (j.contains("eos_token_id")) {  // HF allows one id or a list (the first is the end of a sentence)
-        const auto& e = j["eos_token_id"];
-        if (e.is_number_integer()) return e.get<int32_t>();
-        if (e.is_array() && !e.empty() && e[0].is_number_integer()) return e[0].get<int32_t>();
-      }
+    if (fs::exists(cfg)) {  // HF allows one id or a list (the first ends a sentence)
+      const auto ids = ds41::safetensors::map_config(read_json(cfg.string()), cfg.string()).generation.eos_token_ids;
+      if (!ids.empty()) return static_cast<int32_t>(ids.front());
     }
   }
   if (tok)
@@ -153,9 +150,9 @@ inline ds41::EngramHashParams derive_checkpoint_engram(const std::string& dir, c
 inline bool checkpoint_has_engram(const std::string& dir) {
   for (const fs::path p : {fs::path(dir) / "inference" / "config.json", fs::path(dir) / "config.json"}) {
     if (!fs::exists(p)) continue;
-    const nlohmann::ordered_json j = read_json(p.string());
-    const nlohmann::ordered_json& t = j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
-    if (t.contains("engram_layer_ids") && t["engram_layer_ids"].is_array() && !t["engram_layer_ids"].empty()) return true;
+    const nlohmann::json args = ds41::safetensors::map_config(read_json(p.string()), p.string()).args;  // either form
+    if (args.contains("engram_layer_ids") && args["engram_layer_ids"].is_array() && !args["engram_layer_ids"].empty())
+      return true;
   }
   return false;
 }

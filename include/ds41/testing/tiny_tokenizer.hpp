@@ -19,25 +19,16 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "../core/error.hpp"
+#include "../text/byte_level.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41::testing {
 
 namespace tiny_tokenizer_detail {
 
-/// GPT-2's byte → printable character map (the ByteLevel pre-tokenizer's alphabet), for ASCII bytes.
-inline std::string byte_char(unsigned char b) {
-  const bool direct = (b >= 0x21 && b <= 0x7E);
-  if (direct) return std::string(1, static_cast<char>(b));
-  // bytes outside the printable ranges map to U+0100 + n in byte order (n counts the remapped bytes
-  // before b); for b < 0x21 that is U+0100 + b
-  DS41_CHECK(b < 0x21, "tiny tokenizer: byte ", int(b), " is not used");
-  const unsigned cp = 0x100 + b;
-  std::string s;
-  s += static_cast<char>(0xC0 | (cp >> 6));
-  s += static_cast<char>(0x80 | (cp & 0x3F));
-  return s;
-}
+/// The ByteLevel alphabet's character for byte `b` (text/byte_level.hpp: std-only, so no link to
+/// ds41::text is needed).
+inline std::string byte_char(unsigned char b) { return text::byte_level::encode(std::string(1, static_cast<char>(b))); }
 
 /// The Engram key of an ASCII token's text (engram.py's normalizer on ASCII: NFKC/NFD/accents do
 /// nothing; lowercase; [ \t\r\n]+ → " "; a lone space stays; strip) — "" keys by the raw text.
