@@ -1,75 +1,118 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one go: the device golden tests, ds41-golden --backend cuda on
-# every golden (exact, and --numerics fast teacher-forced), the graph oracle, the device
-# benchmarks and (where the machine lets it) a compute-sanitizer memcheck pass; logs land in $OUT
-# (or ./device-out).
+# Everything that needs a GPU, in one go, inside a deadline (DS41_DEVICE_BUDGET_S, default 340 s):
+#   1. a pool of independent runs, 12 at a time on the one GPU: test_golden_cuda, and ds41-golden
+#      --backend cuda on every golden in golden/ and golden/extra/ (exact; fp8 ones also from their
+#      checkpoint, resident and with --streamed-experts; --chunks / --batch-with / --rewind on the tiny
+#      goldens and ds41_mid; --numerics fast --force-inputs on every golden; the graph oracle);
+#   2. the device benchmarks, alone on the GPU (their timings mean something only then);
+#   3. a compute-sanitizer memcheck pass where the machine lets it.
+# What lands in $OUT (or ./device-out), at most 8 files as the device tool returns them:
+#   machine.txt, summary.txt (one row per run: mode, golden, exit code, its last line),
+#   test_golden_cuda.log, runs.tar.gz (every run's full log), bench_cuda.txt, bench_cuda.json,
+#   memcheck.log.
 #
-# Two ways to get the binaries there (a device machine's time is short, so build here if you can):
-#   prebuilt: tests/device/prebuild.sh here, then run(command="tests/device/run.sh", carry=[".device-bin"])
-#   build there: tests/device/vendor.sh here, then run(command="tests/device/run.sh", carry=[".device-vendor"])
+# Getting the binaries and goldens there (a device machine's time is short, and its working tree may
+# be at most 64 MiB, less than the goldens): tests/device/prebuild.sh here, then
+#   tests/device/stage.sh   (packs golden/ into .device-golden/ and moves golden/ aside until restored)
+#   run(command="tests/device/run.sh", carry=[".device-bin", ".device-golden"])
+#   tests/device/stage.sh --restore
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
+logs="$(mktemp -d)"
+t0=$(date +%s)
+budget="${DS41_DEVICE_BUDGET_S:-340}"
+left() { echo $((budget - ($(date +%s) - t0))); }
+step() { echo "== $1 (t+$(($(date +%s) - t0)) s, $(left) s left)"; }
 export PATH="/usr/local/cuda/bin:$PATH"
-step() { echo "== $1 ($(date +%s))"; }
-{ nvidia-smi; nvcc --version; ldd --version | head -1; uname -a; } > "$out/machine.txt" 2>&1
+{ nvidia-smi; nvcc --version; ldd --version | head -1; uname -a; nproc; git log -1 --format='commit %H %s' 2>/dev/null \
+  || cat .device-golden/commit 2>/dev/null; } > "$out/machine.txt" 2>&1
 grep -E "H200|H100|Driver" "$out/machine.txt" | head -3
 
-# a binary that loads exits 0 (or 77 where it finds no device); one the loader refuses, 127
-prebuilt_runs() { [ -x .device-bin/test_golden_cuda ] || return 1; ./.device-bin/test_golden_cuda --version > /dev/null 2>&1; local rc=$?; [ $rc = 0 ] || [ $rc = 77 ]; }
-export LD_LIBRARY_PATH="$root/.device-bin:${LD_LIBRARY_PATH:-}"
-if prebuilt_runs; then
-  bin="$root/.device-bin"
-  # the binaries were built with the golden folder's absolute path of the machine that built them
-  built_golden=$(cat .device-bin/golden_dir)
-  if [ "$built_golden" != "$root/golden" ]; then
-    mkdir -p "$(dirname "$built_golden")" && rm -rf "$built_golden" && ln -s "$root/golden" "$built_golden"
-  fi
-  echo "using prebuilt binaries"
-else
-  [ -x .device-bin/test_golden_cuda ] && { echo "prebuilt binaries do not run here:"; ./.device-bin/test_golden_cuda --version 2>&1 | head -3; }
-  step "building here"
-  vendor="$root/.device-vendor/usr"
-  export LD_LIBRARY_PATH="$vendor/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-  cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DDS41_ENABLE_CUDA=ON -DDS41_THIRD_PARTY_DIR="$vendor/include" \
-    -Dbenchmark_DIR="$vendor/lib/x86_64-linux-gnu/cmake/benchmark" -DDS41_BUILD_BENCHMARKS=ON > "$out/configure.log" 2>&1 \
-    || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-device -j"$(nproc)" --target test_golden_cuda ds41-golden bench_cuda > "$out/build.log" 2>&1 \
-    || { grep -E "error" "$out/build.log" | head -30; exit 1; }
-  bin="$root/build-device/bin"
-  mkdir -p "$bin"
-  cp build-device/tests/test_golden_cuda build-device/examples/ds41-golden build-device/bench/bench_cuda "$bin/"
+if [ ! -e golden/ds41_tiny_golden.json ] && [ -f .device-golden/golden.tar.xz ]; then
+  step "unpacking the goldens"
+  tar -xJf .device-golden/golden.tar.xz || exit 1
 fi
 
-status=0
-step "device golden tests"
-timeout 150 "$bin/test_golden_cuda" --duration=true 2>&1 | tee "$out/test_golden_cuda.log" | grep -v "^[0-9.]* s: " | tail -40 || status=1
-grep -E "^[0-9.]+ s: " "$out/test_golden_cuda.log" | sort -rn | head -12
-step "ds41-golden --backend cuda"
-for g in golden/ds41_tiny_golden.json golden/extra/*.json; do
-  [ -e "$g" ] || continue
-  echo "-- $g"
-  timeout 60 "$bin/ds41-golden" "$g" --backend cuda --quiet 2>&1 | tee -a "$out/golden_cuda.log" | tail -3 || status=1
-done
-step "ds41-golden --backend cuda --numerics fast (float captures within rel-L2 1e-2; discrete differences counted apart)"
-for g in golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/extra/*.json; do
-  [ -e "$g" ] || continue
-  echo "-- $g (teacher-forced)"
-  timeout 60 "$bin/ds41-golden" "$g" --backend cuda --numerics fast --force-inputs --quiet 2>&1 | tee -a "$out/golden_cuda_fast.log" | tail -3 || status=1
-done
-echo "-- golden/ds41_tiny_golden.json (free-running)"
-timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --numerics fast --quiet 2>&1 | tee -a "$out/golden_cuda_fast.log" | tail -3 || status=1
-step "graph oracle (eager vs graph-replayed decode, bit for bit)"
-timeout 60 "$bin/ds41-golden" golden/ds41_tiny_golden.json --backend cuda --graph-oracle 2>&1 | tee "$out/graph_oracle.log" | tail -12 || status=1
-step "device benchmarks"
-timeout 420 "$bin/bench_cuda" --benchmark_min_time=0.1 --benchmark_format=console \
-  --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json 2>&1 | tee "$out/bench_cuda.txt" | grep -v "^-\|^Bench" | cut -c1-150
-if [ "${DS41_DEVICE_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  step "compute-sanitizer memcheck (device vs host captures, the tiled Linear tests)"
-  timeout 100 compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
-    "$bin/test_golden_cuda" -tc="*device captures against host*,*awkward shapes*,*unaligned data*,*Flash shapes*,*fast Linear against*" 2>&1 | tee "$out/memcheck.log" | tail -25
+bin="$root/.device-bin"
+export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}"
+"$bin/test_golden_cuda" --version > /dev/null 2>&1
+rc=$?
+if [ $rc != 0 ] && [ $rc != 77 ]; then
+  echo "the prebuilt binaries do not run here (rc $rc):"; "$bin/test_golden_cuda" --version 2>&1 | head -5; exit 1
 fi
+# the binaries carry the absolute golden folder of the machine that built them
+built_golden=$(cat "$bin/golden_dir")
+if [ "$built_golden" != "$root/golden" ]; then
+  mkdir -p "$(dirname "$built_golden")" && rm -rf "$built_golden" && ln -s "$root/golden" "$built_golden"
+fi
+
+# ---- the pool: one line per run, "MODE NAME ARGS..." ----
+jobs="$logs/jobs.txt"
+: > "$jobs"
+add() { echo "$*" >> "$jobs"; }
+base() { basename "$1" .json; }
+add tests test_golden_cuda
+goldens=(golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds41_mid_golden.json golden/extra/*.json)
+for g in "${goldens[@]}"; do add exact "$(base "$g")" "$g"; done
+for g in "${goldens[@]}"; do
+  n=$(base "$g"); ck="${g%.json}_ckpt"
+  [ "$n" = ds41_tiny_fp8_golden ] && ck=golden/ds41_tiny_fp8_ckpt
+  [ -d "$ck" ] || continue
+  add ckpt "$n" "$g" --checkpoint "$ck"
+  add ckpt-streamed "$n" "$g" --checkpoint "$ck" --streamed-experts 3
+  add ckpt-streamed-batch "$n" "$g" --checkpoint "$ck" --streamed-experts 2 --batch-with 2
+done
+for g in golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds41_mid_golden.json \
+         golden/extra/dec40.json golden/extra/tie_r1_ih1.json; do
+  [ -e "$g" ] || continue
+  n=$(base "$g")
+  add chunks "$n" "$g" --chunks 3,1,2
+  add batch "$n" "$g" --batch-with 3
+  add rewind "$n" "$g" --rewind
+  add chunks-batch-rewind "$n" "$g" --chunks 2,5 --batch-with 2 --rewind
+  add graph-oracle "$n" "$g" --graph-oracle
+done
+for g in "${goldens[@]}"; do add fast-forced "$(base "$g")" "$g" --numerics fast --force-inputs; done
+add fast-free ds41_tiny_golden golden/ds41_tiny_golden.json --numerics fast
+
+one() {  # MODE NAME ARGS...
+  local mode="$1" name="$2"; shift 2
+  local log="$logs/${mode}__${name}.log" rc
+  if [ "$mode" = tests ]; then
+    timeout 170 "$bin/test_golden_cuda" --duration=true > "$log" 2>&1; rc=$?
+  else
+    timeout 110 "$bin/ds41-golden" "$@" --backend cuda --quiet > "$log" 2>&1; rc=$?
+  fi
+  printf '%-20s %-24s rc=%-3s %s\n' "$mode" "$name" "$rc" "$(grep -v '^\s*$' "$log" | tail -1 | cut -c1-110)"
+}
+export -f one
+export bin logs
+step "pool: $(wc -l < "$jobs") runs, 12 at a time"
+timeout $(($(left) - 150)) xargs -P 12 -L 1 bash -c 'one "$@"' _ < "$jobs" > "$logs/summary.unsorted"
+sort -k1,1 -k2,2 "$logs/summary.unsorted" > "$out/summary.txt"
+cp "$logs/tests__test_golden_cuda.log" "$out/test_golden_cuda.log" 2>/dev/null
+grep -c . "$out/summary.txt" | sed 's/^/runs finished: /'
+echo "runs with rc != 0:"; grep -v "rc=0 " "$out/summary.txt" | cut -c1-150
+awk '{print $1, $3}' "$out/summary.txt" | sort | uniq -c
+grep -E "^\[doctest\] (test cases|assertions)" "$out/test_golden_cuda.log"
+status=0
+[ "$(grep -vc "rc=0 " "$out/summary.txt")" = 0 ] && [ "$(grep -c . "$out/summary.txt")" = "$(wc -l < "$jobs")" ] || status=1
+
+if [ "$(left)" -gt 40 ]; then
+  step "device benchmarks (alone on the GPU)"
+  timeout $(($(left) - 30)) "$bin/bench_cuda" --benchmark_min_time=0.05 --benchmark_format=console \
+    --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json > "$out/bench_cuda.txt" 2>&1
+  echo "bench_cuda rc=$?"; grep -v "^-\|^Bench" "$out/bench_cuda.txt" | cut -c1-120 | head -80
+fi
+if [ "${DS41_DEVICE_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null && [ "$(left)" -gt 20 ]; then
+  step "compute-sanitizer memcheck (device vs host captures, the tiled Linear tests)"
+  timeout $(($(left) - 5)) compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
+    "$bin/test_golden_cuda" -tc="*device captures against host*,*awkward shapes*,*unaligned data*" > "$out/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; tail -8 "$out/memcheck.log"
+fi
+tar -czf "$out/runs.tar.gz" -C "$logs" .
 step "done"
 exit $status
