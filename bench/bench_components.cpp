@@ -367,7 +367,7 @@ void BM_CandidatePrefilter(benchmark::State& st) {
     int* pi = bidx.data();
     int32_t* pm = mask.data();
     B::for_each(T, [=](long t) {
-      candidate_blocks_row(ps + t * nk, static_cast<int>(nk), nk, cb, bs, pb + t * nb, pi + t * kbs, pm + t * nk);
+      candidate_blocks_row(ps + t * nk, static_cast<int>(nk), nk, cb, bs, pb + t * nb, pi + t * kbs, nullptr, pm + t * nk);
     });
     benchmark::DoNotOptimize(pm);
     benchmark::ClobberMemory();

@@ -9,12 +9,15 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 #include "ds41/backend/cuda.hpp"
 #include "ds41/backend/host.hpp"
+#include "ds41/model/expert_arena.hpp"
 #include "golden_checks.hpp"
 #include "same_bits.hpp"
 #include "fast_attention_emulation.hpp"
@@ -175,6 +178,18 @@ TEST_CASE("cuda: rollback and snapshot/restore continue with the bits of an unin
     CAPTURE(i);
     CHECK(same_logits(dev.extend(s, {n.rest[0][i]}).logits, ref[0][i]));
   }
+}
+
+// The streamed experts' staging is page-locked on the device backend (backend/concept.hpp's
+// PinnedStaging), so uploads from it are DMA; the host backend's is plain memory.
+static_assert(std::is_same_v<decltype(alloc_staging<CudaBackend>(0)), PinnedBuffer<uint8_t>>);
+static_assert(std::is_same_v<decltype(alloc_staging<HostBackend>(0)), HostBuffer<uint8_t>>);
+TEST_CASE("cuda: the expert staging is page-locked host memory") {
+  auto buf = alloc_staging<CudaBackend>(size_t{3} << 20);
+  cudaPointerAttributes attr{};
+  REQUIRE(cudaPointerGetAttributes(&attr, buf.data()) == cudaSuccess);
+  CHECK(attr.type == cudaMemoryTypeHost);  // page-locked (pageable memory reads cudaMemoryTypeUnregistered)
+  CHECK(buf.data()[buf.size() - 1] == 0);  // zero-initialised, as HostBuffer
 }
 
 TEST_CASE("cuda: destroying every sequence gives the device memory back") {
@@ -496,8 +511,22 @@ TEST_CASE("cuda fast: the tiny golden through Model<CudaFastBackend>") {
     return "";
   };
   Model<CudaFastBackend> model(g.config, testing::tiny_weights());
-  const auto reports = golden::run(g, model);
+  // teacher-forced, the bar's definition (issue 40): each component from the golden's own inputs.
+  // Free-running, differences compound from layer to layer and step to step: measured on the H200
+  // on 2026-12-04, 9 captures of the last layers' window_kv / attn_o / attn_out at rel-L2 1.05e-2
+  // to 3.6e-2 (docs/device/2026-12-04); reported below, not required
+  golden::RunOptions forced;
+  forced.force_inputs = true;
+  const auto reports = golden::run(g, model, forced);
   REQUIRE(reports.size() == g.steps.size());
+  {
+    Model<CudaFastBackend> free_model(g.config, testing::tiny_weights());
+    double worst = 0;
+    for (const auto& rep : golden::run(g, free_model))
+      for (const auto& r : rep.results)
+        if (r.dtype != CapType::kI32 && r.dtype != CapType::kBool) worst = std::max(worst, r.rel_l2);
+    MESSAGE("cuda-fast free-running on the tiny golden: worst float capture rel-L2 " << worst);
+  }
   long floats = 0, discrete = 0, discrete_diffs = 0, excused = 0, argmax_diffs = 0;
   for (const auto& rep : reports) {
     if (rep.argmax_mine != rep.argmax_gold) ++argmax_diffs;
@@ -690,7 +719,7 @@ TEST_CASE("cuda fast attention: index scores within the tolerance of the exact k
 // The one-block-a-row top-k (cuda/block_topk.hpp) against topk_rows: the same indices in the same
 // order, ties, -inf (masked) entries and NaN included.
 
-TEST_CASE("cuda fast attention: block top-k gives topk_rows' indices in topk_rows' order") {
+TEST_CASE("cuda top-k: the fast block sort gives the radix order's first k; topk_rows gives torch's set, as the host") {
   std::mt19937 rng(606);
   struct Shape {
     long rows;
@@ -711,7 +740,23 @@ TEST_CASE("cuda fast attention: block top-k gives topk_rows' indices in topk_row
     REQUIRE(cuda_detail::block_topk_rows(dv.data(), s.rows, s.n, s.k, a.data()));
     CudaBackend::topk_rows(dv.data(), s.rows, s.n, s.k, b.data());
     CudaBackend::sync();
-    CHECK(fast_attn_download(a, s.rows * s.k) == fast_attn_download(b, s.rows * s.k));
+    // the block sort: the first k by descending topk_order_key, in that order
+    std::vector<int32_t> radix(s.rows * s.k);
+    for (long r = 0; r < s.rows; ++r) {
+      std::vector<std::pair<unsigned long long, int>> keyed(s.n);
+      for (int i = 0; i < s.n; ++i) keyed[i] = {topk_order_key(v[r * s.n + i], i), i};
+      std::sort(keyed.begin(), keyed.end(), std::greater<>());
+      for (int j = 0; j < s.k; ++j) radix[r * s.k + j] = keyed[j].second;
+    }
+    CHECK(fast_attn_download(a, s.rows * s.k) == radix);
+    // topk_rows: torch's set (HostBackend's), whatever the order
+    std::vector<int32_t> host(s.rows * s.k), dev = fast_attn_download(b, s.rows * s.k);
+    HostBackend::topk_rows(v.data(), s.rows, s.n, s.k, host.data());
+    for (long r = 0; r < s.rows; ++r) {
+      std::sort(host.begin() + r * s.k, host.begin() + (r + 1) * s.k);
+      std::sort(dev.begin() + r * s.k, dev.begin() + (r + 1) * s.k);
+    }
+    CHECK(dev == host);
   }
   CHECK_FALSE(cuda_detail::block_topk_rows(nullptr, 1, 4097, 512, nullptr));  // more than a block's 4096: not taken
 }

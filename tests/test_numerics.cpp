@@ -486,14 +486,14 @@ TEST_CASE("candidate blocks: block maxima, the newest block pinned, -inf blocks 
   float blocks[4];
   int idx[2];
   int32_t mask[7];
-  candidate_blocks_row(s, 7, 7, 2, 2, blocks, idx, mask);
+  candidate_blocks_row(s, 7, 7, 2, 2, blocks, idx, nullptr, mask);
   const int32_t expect[] = {0, 0, 0, 0, 1, 1, 1};  // pinned block 3 and block 2 (9)
   for (int i = 0; i < 7; ++i) CHECK(mask[i] == expect[i]);
   const float none[] = {-INFINITY, -INFINITY, -INFINITY};
   float b2[2];
   int i2[2];
   int32_t m2[3];
-  candidate_blocks_row(none, 3, 0, 2, 2, b2, i2, m2);
+  candidate_blocks_row(none, 3, 0, 2, 2, b2, i2, nullptr, m2);
   for (int32_t m : m2) CHECK(m == 0);
 }
 

@@ -3,13 +3,19 @@
 // Debian bookworm's python3-torch, GCC 12's libstdc++): every index in torch's order, bit for bit.
 #include <doctest/doctest.h>
 #include <cmath>
+#include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 #include "ds41/backend/host.hpp"
 #include "ds41/core/compress_math.hpp"
 #include "ds41/core/topk.hpp"
+#include "ds41/io/golden.hpp"
+#include "ds41/model/model.hpp"
 
 using namespace ds41;
 
@@ -142,7 +148,7 @@ TEST_CASE("candidate_blocks_row keeps torch's blocks when block maxima tie") {
   float blocks[4];
   int idx[2];
   int32_t mask[8];
-  candidate_blocks_row(s, 8, 8, 2, 2, blocks, idx, mask);
+  candidate_blocks_row(s, 8, 8, 2, 2, blocks, idx, nullptr, mask);
   std::vector<float> b(blocks, blocks + 4);
   std::vector<int> want(2);
   std::vector<TopkEntry> scratch(4);
@@ -179,4 +185,163 @@ TEST_CASE("torch_topk_row: k = 0 writes nothing, k = n keeps every index once, N
   std::vector<int> seen(idx, idx + 5);
   std::sort(seen.begin(), seen.end());
   CHECK(seen == std::vector<int>{0, 1, 2, 3, 4});
+}
+
+// ---------------------------------------------------------------------------- one source, both backends
+// core/stdlib_select.hpp performs libstdc++'s steps itself (so that the device gives torch's answer):
+// against the standard library on tie-heavy rows, every entry point, every position of the result.
+namespace {
+
+/// Rows whose values come from a few levels (ties everywhere), with NaN, infinities and both zeros.
+std::vector<TopkEntry> tie_heavy_row(std::mt19937& rng, int n) {
+  static const float levels[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f, 3.0f};
+  const int used = 2 + static_cast<int>(rng() % 9);
+  const bool specials = rng() % 3 == 0;
+  std::vector<TopkEntry> row(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const int l = static_cast<int>(rng() % static_cast<unsigned>(used));
+    row[i] = {specials ? levels[l] : levels[3 + l % 7], i};
+  }
+  return row;
+}
+
+bool same_order(const std::vector<TopkEntry>& a, const std::vector<TopkEntry>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].index != b[i].index) return false;
+  return a.size() == b.size();
+}
+
+}  // namespace
+
+#if defined(__GLIBCXX__)
+TEST_CASE("stdlib_select: libstdc++'s partial_sort, nth_element and sort, step for step, on tie-heavy rows") {
+  std::mt19937 rng(4242);
+  const auto less = [](const TopkEntry& a, const TopkEntry& b) { return torch_topk_before(a, b); };
+  std::vector<int> sizes;
+  for (int n = 0; n <= 70; ++n) sizes.push_back(n);
+  for (int n : {100, 127, 128, 129, 255, 256, 257, 600, 1000, 4097, 20000}) sizes.push_back(n);
+  long cases = 0;
+  for (int n : sizes)
+    for (int rep = 0; rep < (n < 100 ? 12 : 4); ++rep) {
+      const auto row = tie_heavy_row(rng, n);
+      const long k = n ? 1 + static_cast<long>(rng() % static_cast<unsigned>(n)) : 0;
+      CAPTURE(n);
+      CAPTURE(k);
+      {
+        auto mine = row, want = row;
+        stdlib_select::partial_sort(mine.data(), k, n, less);
+        std::partial_sort(want.begin(), want.begin() + k, want.end(), less);
+        CHECK(same_order(mine, want));
+      }
+      if (n > 0) {
+        auto mine = row, want = row;
+        stdlib_select::nth_element(mine.data(), k - 1, n, less);
+        std::nth_element(want.begin(), want.begin() + (k - 1), want.end(), less);
+        CHECK(same_order(mine, want));
+      }
+      {
+        auto mine = row, want = row;
+        stdlib_select::sort(mine.data(), n, less);
+        std::sort(want.begin(), want.end(), less);
+        CHECK(same_order(mine, want));
+      }
+      ++cases;
+    }
+  // sorted rows and reversed ones drive introsort/introselect to their depth limits (heap paths)
+  for (int n : {33, 200, 5000}) {
+    std::vector<TopkEntry> up(static_cast<size_t>(n)), organ(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      up[i] = {static_cast<float>(i), i};
+      organ[i] = {static_cast<float>(i < n / 2 ? i : n - i), i};
+    }
+    for (const auto& row : {up, organ}) {
+      auto a = row, b = row;
+      stdlib_select::sort(a.data(), n, less);
+      std::sort(b.begin(), b.end(), less);
+      CHECK(same_order(a, b));
+      auto c = row, d = row;
+      stdlib_select::nth_element(c.data(), n / 3, n, less);
+      std::nth_element(d.begin(), d.begin() + n / 3, d.end(), less);
+      CHECK(same_order(c, d));
+    }
+  }
+  MESSAGE(cases, " rows x 3 algorithms compared with libstdc++");
+}
+#endif
+
+/// CudaBackend::topk_rows's rule, on the host: the radix order (descending topk_order_key), the
+/// first k, and torch_topk_row for a row where equal scores straddle the k-th place.
+struct HostWithDeviceTopk : HostBackend {
+  static bool redo_tied_rows;
+  static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
+    std::vector<std::pair<unsigned long long, int>> sorted(static_cast<size_t>(n));
+    std::vector<unsigned long long> keys(static_cast<size_t>(n));
+    std::vector<TopkEntry> scratch(static_cast<size_t>(n));
+    for (long r = 0; r < rows; ++r) {
+      for (int i = 0; i < n; ++i) sorted[i] = {topk_order_key(v[r * n + i], i), i};
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());  // the keys are distinct (the column is in them)
+      for (int i = 0; i < n; ++i) keys[i] = sorted[i].first;
+      for (int j = 0; j < k; ++j) idx[r * k + j] = sorted[j].second;
+      if (redo_tied_rows && topk_boundary_tied(keys.data(), n, k))
+        torch_topk_row(v + r * n, n, k, false, reinterpret_cast<int*>(idx + r * k), nullptr, scratch.data());
+    }
+  }
+};
+bool HostWithDeviceTopk::redo_tied_rows = true;
+
+TEST_CASE("the device's topk_rows rule keeps torch's set on every vector, and the radix order alone does not") {
+  long differs_without_redo = 0, indexer = 0;
+  for (const TopkVector& v : vectors()) {
+    if (v.kind != "indexer") continue;
+    ++indexer;
+    CAPTURE(v.n);
+    CAPTURE(v.k);
+    std::vector<int32_t> got(v.k);
+    HostWithDeviceTopk::redo_tied_rows = true;
+    HostWithDeviceTopk::topk_rows(v.values.data(), 1, v.n, v.k, got.data());
+    std::sort(got.begin(), got.end());
+    CHECK(std::vector<int>(got.begin(), got.end()) == v.sorted_indices);
+    HostWithDeviceTopk::redo_tied_rows = false;
+    HostWithDeviceTopk::topk_rows(v.values.data(), 1, v.n, v.k, got.data());
+    std::sort(got.begin(), got.end());
+    differs_without_redo += std::vector<int>(got.begin(), got.end()) != v.sorted_indices;
+  }
+  HostWithDeviceTopk::redo_tied_rows = true;
+  MESSAGE(indexer, " indexer vectors; the radix order alone misses torch's set on ", differs_without_redo);
+  CHECK(differs_without_redo > 0);
+}
+
+TEST_CASE("nine sequences through the device's topk_rows rule give the host's logits (a host test of the device)") {
+  // the tiny golden's model on shifted tokens: short contexts whose indexer rows straddle the k-th
+  // place with equal (-inf and other) scores; the device run of 2026-12-04 (docs/device/) differed
+  // from the host on 24 of 54 steps with the radix order alone
+  const auto g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");
+  const WeightSet w = golden::regenerate_weights(g);
+  Model<HostBackend> host(g.config, w);
+  Model<HostWithDeviceTopk> dev(g.config, w);
+  const long V = g.config.vocab_size;
+  long steps = 0, differ_redo = 0, differ_plain = 0;
+  for (bool redo : {true, false}) {
+    HostWithDeviceTopk::redo_tied_rows = redo;
+    for (int q = 0; q < 9; ++q) {
+      std::vector<int32_t> prompt;
+      const size_t len = std::max<size_t>(1, g.prompt_tokens.size() - static_cast<size_t>(q) % 4);
+      for (size_t j = 0; j < len; ++j) prompt.push_back(static_cast<int32_t>((g.prompt_tokens[j] + 7 * q) % V));
+      auto a = host.make_sequence();
+      auto b = dev.make_sequence();
+      host.extend(a, prompt);
+      dev.extend(b, prompt);
+      for (int32_t t : g.decode_tokens) {
+        const int32_t tok = static_cast<int32_t>((t + 11 * q) % V);
+        const auto la = host.extend(a, {tok}).logits, lb = dev.extend(b, {tok}).logits;
+        const bool same = la.size() == lb.size() && std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0;
+        (redo ? differ_redo : differ_plain) += !same;
+        steps += redo;
+      }
+    }
+  }
+  HostWithDeviceTopk::redo_tied_rows = true;
+  MESSAGE(steps, " steps: ", differ_redo, " differ with the tied rows redone, ", differ_plain, " with the radix order alone");
+  CHECK(differ_redo == 0);
+  CHECK(differ_plain > 0);  // the case is exercised: the rule matters here
 }

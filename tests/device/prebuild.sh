@@ -16,5 +16,6 @@ mkdir -p .device-bin
 cp "$build/tests/test_golden_cuda" "$build/examples/ds41-golden" "$build/bench/bench_cuda" .device-bin/
 for lib in $(ldd .device-bin/bench_cuda | awk '/libbenchmark/ {print $3}'); do cp -L "$lib" .device-bin/; done
 echo "$PWD/golden" > .device-bin/golden_dir
+{ git log -1 --format='%H %s'; git status --short; } > .device-bin/commit  # what the binaries are
 strip .device-bin/test_golden_cuda .device-bin/ds41-golden .device-bin/bench_cuda
 du -sh .device-bin

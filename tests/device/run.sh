@@ -4,12 +4,13 @@
 #      --backend cuda on every golden in golden/ and golden/extra/ (exact; fp8 ones also from their
 #      checkpoint, resident and with --streamed-experts; --chunks / --batch-with / --rewind on the tiny
 #      goldens and ds41_mid; --numerics fast --force-inputs on every golden; the graph oracle);
-#   2. the device benchmarks, alone on the GPU (their timings mean something only then);
+#   2. test_golden_cuda's free-memory checks and the device benchmarks (DS41_BENCH_FILTER, a regex),
+#      alone on the GPU (cudaMemGetInfo and timings mean something only then);
 #   3. a compute-sanitizer memcheck pass where the machine lets it.
 # What lands in $OUT (or ./device-out), at most 8 files as the device tool returns them:
 #   machine.txt, summary.txt (one row per run: mode, golden, exit code, its last line),
-#   test_golden_cuda.log, runs.tar.gz (every run's full log), bench_cuda.txt, bench_cuda.json,
-#   memcheck.log.
+#   test_golden_cuda.log, test_golden_cuda_memory.log, runs.tar.gz (every run's full log),
+#   bench_cuda.txt, bench_cuda.json, memcheck.log (the device tool returns at most 8 files).
 #
 # Getting the binaries and goldens there (a device machine's time is short, and its working tree may
 # be at most 64 MiB, less than the goldens): tests/device/prebuild.sh here, then
@@ -27,8 +28,10 @@ budget="${DS41_DEVICE_BUDGET_S:-340}"
 left() { echo $((budget - ($(date +%s) - t0))); }
 step() { echo "== $1 (t+$(($(date +%s) - t0)) s, $(left) s left)"; }
 export PATH="/usr/local/cuda/bin:$PATH"
-{ nvidia-smi; nvcc --version; ldd --version | head -1; uname -a; nproc; git log -1 --format='commit %H %s' 2>/dev/null \
-  || cat .device-golden/commit 2>/dev/null; } > "$out/machine.txt" 2>&1
+# what ran: the commit the binaries were built from and the tree's changes then (prebuild.sh), the
+# commit the goldens were packed at (stage.sh)
+{ nvidia-smi; nvcc --version; ldd --version | head -1; uname -a; nproc; echo "binaries:"; cat .device-bin/commit; \
+  echo "goldens:"; cat .device-golden/commit; } > "$out/machine.txt" 2>&1
 grep -E "H200|H100|Driver" "$out/machine.txt" | head -3
 
 if [ ! -e golden/ds41_tiny_golden.json ] && [ -f .device-golden/golden.tar.xz ]; then
@@ -77,12 +80,18 @@ for g in golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds
 done
 for g in "${goldens[@]}"; do add fast-forced "$(base "$g")" "$g" --numerics fast --force-inputs; done
 add fast-free ds41_tiny_golden golden/ds41_tiny_golden.json --numerics fast
+# where the fast policy's teacher-forced captures leave rel-L2 1e-2 (run of 2026-12-04): the first
+# differing samples, and the exact policy teacher-forced on the same golden (forcing itself exact)
+add fast-forced-verbose rel_bf16 golden/extra/rel_bf16.json --numerics fast --force-inputs --verbose
+add exact-forced rel_bf16 golden/extra/rel_bf16.json --force-inputs
+add exact-forced ds41_mid_golden golden/ds41_mid_golden.json --force-inputs
 
 one() {  # MODE NAME ARGS...
   local mode="$1" name="$2"; shift 2
   local log="$logs/${mode}__${name}.log" rc
   if [ "$mode" = tests ]; then
-    timeout 170 "$bin/test_golden_cuda" --duration=true > "$log" 2>&1; rc=$?
+    # the free-memory checks run alone after the pool (cudaMemGetInfo counts every process's memory)
+    timeout 170 "$bin/test_golden_cuda" --duration=true -tce="*device memory*" > "$log" 2>&1; rc=$?
   else
     timeout 110 "$bin/ds41-golden" "$@" --backend cuda --quiet > "$log" 2>&1; rc=$?
   fi
@@ -101,9 +110,14 @@ grep -E "^\[doctest\] (test cases|assertions)" "$out/test_golden_cuda.log"
 status=0
 [ "$(grep -vc "rc=0 " "$out/summary.txt")" = 0 ] && [ "$(grep -c . "$out/summary.txt")" = "$(wc -l < "$jobs")" ] || status=1
 
+step "device memory back to its baseline (alone on the GPU)"
+timeout 60 "$bin/test_golden_cuda" --duration=true -tc="*device memory*" > "$out/test_golden_cuda_memory.log" 2>&1 \
+  || status=1
+grep -E "ERROR|values|^\[doctest\] (test cases|assertions)" "$out/test_golden_cuda_memory.log"
 if [ "$(left)" -gt 40 ]; then
   step "device benchmarks (alone on the GPU)"
   timeout $(($(left) - 30)) "$bin/bench_cuda" --benchmark_min_time=0.05 --benchmark_format=console \
+    --benchmark_filter="${DS41_BENCH_FILTER:-.}" \
     --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json > "$out/bench_cuda.txt" 2>&1
   echo "bench_cuda rc=$?"; grep -v "^-\|^Bench" "$out/bench_cuda.txt" | cut -c1-120 | head -80
 fi

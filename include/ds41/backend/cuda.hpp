@@ -27,6 +27,7 @@
 #include "../core/linear_math.hpp"
 #include "../core/quant.hpp"
 #include "../core/topk.hpp"
+#include "concept.hpp"
 #include "cuda/fast_linear.hpp"
 #include "cuda/linear.hpp"
 #include "cuda/numerics.hpp"
@@ -141,6 +142,47 @@ class DeviceBuffer {
       if (cuda_detail::recorder().capturing) cuda_detail::recorder().deferred_frees.push_back(p_);
       else cudaFree(p_);  // a failing free in a destructor cannot be reported; the next call will
     }
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+/// An owning page-locked host array (cudaHostAlloc, zero-initialised), the expert staging's
+/// (model/expert_arena.hpp's alloc_staging): copies from it to the device are DMA, not staged
+/// through the driver's own bounce buffer. Move-only; the same interface as HostBuffer.
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t n) : n_(n) {
+    if (n == 0) return;
+    DS41_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&p_), n * sizeof(T), cudaHostAllocDefault));
+    std::memset(static_cast<void*>(p_), 0, n * sizeof(T));
+  }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { reset(); }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  void reset() {
+    if (p_) cudaFreeHost(p_);  // a failing free in a destructor cannot be reported
     p_ = nullptr;
     n_ = 0;
   }
@@ -388,6 +430,11 @@ struct CudaBackendT {
   static Buffer<T> alloc(size_t n) {
     return Buffer<T>(n);
   }
+  /// Page-locked host memory (PinnedStaging, backend/concept.hpp): the streamed experts' staging.
+  template <class T>
+  static PinnedBuffer<T> alloc_pinned(size_t n) {
+    return PinnedBuffer<T>(n);
+  }
   template <class T>
   static void upload(T* dst, const T* src, size_t n) {
     if (!n) return;
@@ -509,9 +556,11 @@ struct CudaBackendT {
     });
   }
 
-  /// idx[r, 0..k) = the k best columns of v[r, 0..n) in topk_before order (CUB segmented radix
-  /// sort on an orderable composite key). Among tied scores this keeps the lower index, not
-  /// torch's choice as the host's topk_rows does (docs/NUMERICS.md, "Tied scores").
+  /// idx[r, 0..k) = the k best columns of v[r, 0..n): torch's set, as the host's topk_rows gives
+  /// it (docs/NUMERICS.md, "Tied scores"). A CUB segmented radix sort on topk_order_key orders
+  /// each row; where equal scores straddle the k-th place (topk_boundary_tied) the set depends on
+  /// torch's algorithm, and that row is redone by torch_topk_row (one thread per such row). Order:
+  /// best first, or torch's unsorted order for a redone row; the caller re-sorts (index_topk_finish).
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
     if (rows <= 0 || k <= 0) return;
     // the fast policy sorts a row of up to 4096 scores in one block (cuda/block_topk.hpp): the
@@ -539,6 +588,14 @@ struct CudaBackendT {
         static_cast<int>(rows), off, off + 1, 0, 64, stream()));
     const int* sorted = vals_out.data();
     for_each(rows * k, [=] __device__(long e) { idx[e] = sorted[(e / k) * n + e % k]; });
+    // the input keys are spent: their 8 bytes per score are the redone rows' scratch
+    static_assert(sizeof(TopkEntry) == sizeof(unsigned long long));
+    TopkEntry* scratch = reinterpret_cast<TopkEntry*>(keys.data());
+    const unsigned long long* ko = keys_out.data();
+    for_each(rows, [=] __device__(long r) {
+      if (topk_boundary_tied(ko + r * n, n, k))
+        torch_topk_row(v + r * n, n, k, false, reinterpret_cast<int*>(idx + r * k), nullptr, scratch + r * n);
+    });
     sync();  // temporaries are freed on return
   }
 
@@ -554,6 +611,9 @@ struct CudaBackendT {
 using CudaBackend = CudaBackendT<ReferenceNumerics>;
 /// Reordered, fused Linear sums with the reference's rounding points (docs/NUMERICS.md, "The device's fast policy").
 using CudaFastBackend = CudaBackendT<FastNumerics>;
+
+static_assert(Backend<CudaBackend> && Backend<CudaFastBackend>, "CudaBackendT must meet backend/concept.hpp");
+static_assert(PinnedStaging<CudaBackend> && ExactNumericsProbe<CudaBackend>, "CudaBackendT's capabilities");
 
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"

@@ -14,6 +14,7 @@
 #include "../core/compress_math.hpp"
 #include "../core/linear_math.hpp"
 #include "../core/topk.hpp"
+#include "concept.hpp"
 #include "host/attention.hpp"
 #include "host/buffer.hpp"
 #include "host/gemv.hpp"
@@ -237,6 +238,9 @@ struct HostBackend {
     host_gemv::linear(x, rows, x_stride, w, y, y_stride, round, HostThreadPool::global());
   }
 };
+
+static_assert(Backend<HostBackend>, "HostBackend must meet backend/concept.hpp");
+static_assert(TaskRunner<HostBackend> && PackedWeightUpload<HostBackend>, "HostBackend's capabilities");
 
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"

@@ -70,9 +70,10 @@ inline void index_scores_host(const float* q, const float* w, const float* keys,
 /// select_candidate_blocks for one query row: score each block of `bs` positions by its maximum,
 /// pin the block holding the newest reachable position (compress_len-1) to +inf, keep the top
 /// `topk_blocks` blocks whose score is not -inf, and expand back to a per-position 0/1 mask.
-/// Scratch: blocks[ceil(n/bs)] floats, idx[min(topk_blocks, nb)] ints.
+/// Scratch: blocks[ceil(n/bs)] floats, idx[min(topk_blocks, nb)] ints, sel[ceil(n/bs)] entries
+/// (null on the host: the calling thread's).
 DS41_HD void candidate_blocks_row(const float* score, int n, long compress_len, int topk_blocks, int bs,
-                                  float* blocks, int* idx, int32_t* mask) {
+                                  float* blocks, int* idx, TopkEntry* sel, int32_t* mask) {
   const int nb = (n + bs - 1) / bs;
   for (int b = 0; b < nb; ++b) {
     float m = -INFINITY;
@@ -84,7 +85,7 @@ DS41_HD void candidate_blocks_row(const float* score, int n, long compress_len, 
   if (last >= 0 && last < nb) blocks[last] = INFINITY;
   const int k = topk_blocks < nb ? topk_blocks : nb;
   // scores.topk(k): torch's choice among tied blocks (core/topk.hpp); the set is what counts
-  reference_topk_row(blocks, nb, k, true, idx, nullptr);
+  reference_topk_row(blocks, nb, k, true, idx, sel);
   for (int j = 0; j < n; ++j) mask[j] = 0;
   for (int i = 0; i < k; ++i) {
     if (!(blocks[idx[i]] > -INFINITY)) continue;
@@ -102,9 +103,10 @@ DS41_HD void index_topk_finish(int32_t* sel, int k, long compress_len, long offs
 
 /// The indexer's selection for one query row: top-k of `score` (k <= n), re-sorted into position
 /// order, positions at or beyond compress_len → -1, the rest shifted by `offset` (window rows).
-DS41_HD void index_topk_row(const float* score, int n, int k, long compress_len, long offset, int32_t* out) {
+/// A host function (the model calls B::topk_rows, then index_topk_finish).
+inline void index_topk_row(const float* score, int n, int k, long compress_len, long offset, int32_t* out) {
   // index_score.topk(k, sorted=False): torch's choice among tied positions (core/topk.hpp)
-  reference_topk_row(score, n, k, false, reinterpret_cast<int*>(out), nullptr);
+  torch_topk_row(score, n, k, false, reinterpret_cast<int*>(out), nullptr, topk_thread_scratch(n));
   index_topk_finish(out, k, compress_len, offset);
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 #include "../backend/host/buffer.hpp"
 #include "moe.hpp"
+#include "../backend/concept.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -72,7 +73,7 @@ class ExpertArena {
   /// False where the backend has no such upload or a matrix stays row-major (not packable): `ew`
   /// may then be half-filled, and the caller converts to HostTensors and fill()s all three.
   static bool fill_views(ExpertWeights<B>& ew, const std::array<MatrixView, 3>& w) {
-    if constexpr (requires(Matrix<B>& m, MatrixView o) { B::upload_linear_weights(w[0], m.payload, m.scales, o); }) {
+    if constexpr (PackedWeightUpload<B>) {
       Matrix<B>* m[3] = {&ew.w1, &ew.w2, &ew.w3};
       for (int k = 0; k < 3; ++k) {
         MatrixView out;
@@ -93,18 +94,13 @@ class ExpertArena {
   std::vector<ExpertWeights<B>> slots_;
 };
 
-/// Host staging memory: page-locked when the backend offers B::alloc_pinned (CUDA), else plain.
-template <class B, class = void>
-struct StagingAlloc {
-  static HostBuffer<uint8_t> alloc(size_t n) { return HostBuffer<uint8_t>(n); }
-};
-template <class B>
-struct StagingAlloc<B, std::void_t<decltype(B::template alloc_pinned<uint8_t>(size_t{1}))>> {
-  static auto alloc(size_t n) { return B::template alloc_pinned<uint8_t>(n); }
-};
+/// Host staging memory: page-locked where the backend has PinnedStaging (CUDA), else plain.
 template <class B>
 auto alloc_staging(size_t n) {
-  return StagingAlloc<B>::alloc(n);
+  if constexpr (PinnedStaging<B>)
+    return B::template alloc_pinned<uint8_t>(n);
+  else
+    return HostBuffer<uint8_t>(n);
 }
 
 }  // namespace ds41

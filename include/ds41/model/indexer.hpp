@@ -131,18 +131,21 @@ class IndexerT {
       const int kb = cand_blocks_ < nb ? cand_blocks_ : nb;
       auto blocks = B::template alloc<float>(static_cast<size_t>(T) * nb);
       auto bidx = B::template alloc<int>(static_cast<size_t>(T) * (kb > 0 ? kb : 1));
+      auto bsel = B::template alloc<TopkEntry>(static_cast<size_t>(T) * nb);
       shared.candidates = B::template alloc<int32_t>(static_cast<size_t>(T) * nk);
       shared.cand_rows = T;
       shared.cand_cols = nk;
       shared.has_candidates = true;
       float* pb = blocks.data();
       int* pi = bidx.data();
+      TopkEntry* pe = bsel.data();
       int32_t* pm = shared.candidates.data();
       const int cb = cand_blocks_, bs = cand_bs_;
       const long kbs = kb > 0 ? kb : 1;
       B::for_each(T, [=] DS41_LAMBDA(long t) {
         long cl = prefill ? (t + 1) / r : end / r;
-        candidate_blocks_row(ps + t * nk, static_cast<int>(nk), cl, cb, bs, pb + t * nb, pi + t * kbs, pm + t * nk);
+        candidate_blocks_row(ps + t * nk, static_cast<int>(nk), cl, cb, bs, pb + t * nb, pi + t * kbs, pe + t * nb,
+                             pm + t * nk);
       });
       tap.i32("candidates", pm, {T, nk}, CapType::kBool);
     } else if (uses_cand_) {

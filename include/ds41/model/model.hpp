@@ -19,6 +19,7 @@
 #include "sequence.hpp"
 #include "sequence_bytes.hpp"
 #include "../core/fp_exact.hpp"
+#include "../backend/concept.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -40,7 +41,7 @@ class Model {
   template <class... Shared>
   Model(const ModelConfig& c, const WeightSource& w, Shared&... shared) : cfg_(c) {
     require_exact_host_fp("Model");  // the consumer's flags must not change ds41's bits
-    if constexpr (requires { B::require_exact_numerics(); }) B::require_exact_numerics();  // the device's
+    if constexpr (ExactNumericsProbe<B>) B::require_exact_numerics();  // the device's
     cfg_.validate();
     const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim});
     DS41_CHECK(emb.format == WeightFormat::kBF16 || emb.format == WeightFormat::kF32, "weights: 'embed.weight' has format ",

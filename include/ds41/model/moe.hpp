@@ -16,6 +16,7 @@
 #include "config.hpp"
 #include "tap.hpp"
 #include "weights.hpp"
+#include "../backend/concept.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -174,6 +175,8 @@ class MoeT {
       const float temp = gate_temp_, rscale = route_scale_;
       const ScoreFunc sf = score_func_;
       const bool norm = norm_topk_;
+      auto topk_buf = B::template alloc<TopkEntry>(static_cast<size_t>(T) * E);  // torch_topk_row's scratch
+      TopkEntry* pt = topk_buf.data();
       B::for_each(T, [=] DS41_LAMBDA(long t) {
         float* s = ps + t * E;
         if (sf == ScoreFunc::kSoftmax) {
@@ -195,8 +198,8 @@ class MoeT {
         float biased[1024];
         int sel[64];
         for (int e = 0; e < E && e < 1024; ++e) biased[e] = s[e] + bias[e];
-        // (scores + bias).topk(K): torch's order, ties included (core/topk.hpp)
-        reference_topk_row(biased, E, K, true, sel, nullptr);
+        // (scores + bias).topk(K): torch's order, ties included (core/topk.hpp), on both backends
+        reference_topk_row(biased, E, K, true, sel, pt + t * E);
         for (int j = 0; j < K; ++j) {
           pi[t * K + j] = sel[j];
           pw[t * K + j] = s[sel[j]];
@@ -272,7 +275,7 @@ class MoeT {
   /// run_tasks; a device backend runs them in turn): the store's weights must stay put while
   /// the step fetches every routed expert first.
   static constexpr bool kExpertTasks = [] {
-    if constexpr (requires { B::kRunsTasks; ExpertStore::kStableRefs; }) return B::kRunsTasks && ExpertStore::kStableRefs;
+    if constexpr (TaskRunner<B> && requires { ExpertStore::kStableRefs; }) return B::kRunsTasks && ExpertStore::kStableRefs;
     return false;
   }();
   /// Up to this many rows in a step (a batched decode step, a verify draft) the experts run as tasks;

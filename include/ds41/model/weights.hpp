@@ -8,6 +8,7 @@
 #include <vector>
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
+#include "../backend/concept.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -130,7 +131,7 @@ struct Matrix {
   /// Replaces the contents with `t`, reusing the buffers when their sizes fit.
   void assign(const HostTensor& t, MatrixUse use = MatrixUse::kLinear) {
     DS41_CHECK(t.shape.size() == 2, "matrix expected, got shape ", shape_str({t.shape.begin(), t.shape.end()}));
-    if constexpr (requires(MatrixView m) { B::upload_linear_weights(t.view(), payload, scales, m); })
+    if constexpr (PackedWeightUpload<B>)
       if (use == MatrixUse::kLinear && B::upload_linear_weights(t.view(), payload, scales, v)) return;
     if (payload.size() != t.payload.size()) payload = B::template alloc<uint8_t>(t.payload.size());
     B::upload(payload.data(), t.payload.data(), t.payload.size());
