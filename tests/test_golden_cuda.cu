@@ -13,6 +13,7 @@
 #include <map>
 #include <limits>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 #include "ds41/backend/cuda.hpp"
@@ -86,14 +87,14 @@ TEST_CASE("cuda: release returns the device memory of a sequence") {
   Model<CudaBackend> dev(g.config, testing::tiny_weights());
   dev.prefill(g.prompt_tokens);  // warm up (CUB, context)
   dev.release();
-  CudaBackend::sync();
+  CudaBackend::trim_memory();  // the pool's kept blocks back to the driver: free memory counts live buffers
   const size_t before = CudaBackend::free_memory();
   for (int i = 0; i < 20; ++i) {
     dev.prefill(g.prompt_tokens);
     for (int32_t t : g.decode_tokens) dev.decode(t);
     dev.release();
   }
-  CudaBackend::sync();
+  CudaBackend::trim_memory();
   const size_t after = CudaBackend::free_memory();
   // the driver allocates in 2 MiB pages; anything a sequence kept would accumulate over 20 runs
   CHECK(after + (2u << 20) >= before);
@@ -197,7 +198,7 @@ TEST_CASE("cuda: destroying every sequence gives the device memory back") {
   Model<CudaBackend> dev(g.config, testing::tiny_weights());
   NineSequences n(g);
   n.alone(dev);  // warm up (CUB, context, pools)
-  CudaBackend::sync();
+  CudaBackend::trim_memory();
   const size_t before = CudaBackend::free_memory();
   for (int round = 0; round < 5; ++round) {
     std::vector<Model<CudaBackend>::Sequence> seqs;
@@ -212,10 +213,25 @@ TEST_CASE("cuda: destroying every sequence gives the device memory back") {
     }
     dev.step(batch);
   }
-  CudaBackend::sync();
+  CudaBackend::trim_memory();
   const size_t after = CudaBackend::free_memory();
   // the driver allocates in 2 MiB pages; anything the sequences kept would accumulate over 5 rounds
   CHECK(after + (2u << 20) >= before);
+}
+
+TEST_CASE("cuda: decode steps take their buffers from the pool, not from cudaMalloc") {
+  const auto& g = testing::tiny_golden();
+  Model<CudaBackend> dev(g.config, testing::tiny_weights());
+  auto seq = dev.make_sequence();
+  dev.extend(seq, g.prompt_tokens);
+  dev.extend(seq, {g.decode_tokens.at(0)});  // the first decode step's shapes
+  const long mallocs = CudaBackend::device_mallocs(), reused = cuda_detail::device_pool().reused();
+  for (size_t i = 1; i < g.decode_tokens.size(); ++i) dev.extend(seq, {g.decode_tokens[i]});
+  const long new_mallocs = CudaBackend::device_mallocs() - mallocs, new_reused = cuda_detail::device_pool().reused() - reused;
+  MESSAGE((g.decode_tokens.size() - 1) << " decode steps: " << new_reused << " buffers from the pool, " << new_mallocs << " cudaMalloc");
+  CHECK(new_reused > 0);
+  // a context one longer can cross into a new 512-byte size class now and then; never per buffer
+  CHECK(new_mallocs * 20 <= new_reused);
 }
 
 // ---------------------------------------------------------------------------- tiled Linear
@@ -682,7 +698,7 @@ long fast_index_case(long T, int H, int Di, long nk, bool f32_inputs, bool small
       same += testing::same_bits(fast[i], exact[i]);
       bad += !testing::within_index_tolerance(fast[i], exact[i], q.data() + t * H * Di, w.data() + t * H, k.data() + j * Di, H, Di);
     }
-  MESSAGE("fast index scores T=" << T << " H=" << H << " Di=" << Di << " nk=" << nk << (f32_inputs ? " f32" : " bf16")
+  MESSAGE("fast index scores T=" << T << " H=" << H << " Di=" << Di << " nk=" << nk << std::string(f32_inputs ? " f32" : " bf16")
                                  << " inputs: " << same << " of " << T * nk << " bit-identical to the exact kernel");
   return bad;
 }

@@ -20,6 +20,8 @@
 //   TaskRunner<B>          kRunsTasks, run_tasks(n, f(k)), threads(): whole tasks on worker threads
 //   ExactNumericsProbe<B>  require_exact_numerics(): the backend checks at model construction that
 //                          its exact kernels were compiled without contraction (core/fp_exact.hpp)
+//   MemoryCache<B>         trim_memory(): the backend keeps freed buffers for reuse and gives them
+//                          back here (Model's destructor calls it)
 #pragma once
 #include <concepts>
 #include <cstddef>
@@ -88,6 +90,9 @@ concept TaskRunner = requires(long n, backend_concept_detail::Item f) {
 
 template <class B>
 concept ExactNumericsProbe = requires { B::require_exact_numerics(); };
+
+template <class B>
+concept MemoryCache = requires { B::trim_memory(); };
 
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"

@@ -104,18 +104,19 @@ inline float* fast_workspace(size_t floats) {
 #include "../core/fp_exact_end.hpp"
 // the fast policy's attention kernels need the stream, the workspace and DS41_CUDA_CHECK above
 #include "cuda/block_topk.hpp"
+#include "cuda/device_pool.hpp"
 #include "cuda/fast_attention.hpp"
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
-/// An owning device array (cudaMalloc, zero-initialised). Move-only.
+/// An owning device array (from cuda/device_pool.hpp's kept blocks, zero-initialised). Move-only.
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t n) : n_(n) {
     if (n == 0) return;
-    DS41_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    p_ = static_cast<T*>(cuda_detail::device_pool().get(n * sizeof(T)));
     // ordered on the backend stream (a memset node when a graph segment is being captured)
     DS41_CUDA_CHECK(cudaMemsetAsync(p_, 0, n * sizeof(T), cuda_detail::backend_stream()));
   }
@@ -138,10 +139,9 @@ class DeviceBuffer {
 
  private:
   void reset() {
-    if (p_) {
-      if (cuda_detail::recorder().capturing) cuda_detail::recorder().deferred_frees.push_back(p_);
-      else cudaFree(p_);  // a failing free in a destructor cannot be reported; the next call will
-    }
+    // back to the pool, reused in stream order (also while a graph segment is captured: the
+    // next use is a later node of the same segment)
+    if (p_) cuda_detail::device_pool().put(p_, n_ * sizeof(T));
     p_ = nullptr;
     n_ = 0;
   }
@@ -599,6 +599,14 @@ struct CudaBackendT {
     sync();  // temporaries are freed on return
   }
 
+  /// Gives the device memory kept for reuse back to the driver (MemoryCache, backend/concept.hpp):
+  /// Model's destructor calls it; an engine may between models.
+  static void trim_memory() {
+    sync();
+    cuda_detail::device_pool().trim();
+  }
+  /// cudaMalloc calls of the backend's buffers so far (a step that has run before makes none).
+  static long device_mallocs() { return cuda_detail::device_pool().mallocs(); }
   /// Free device memory, in bytes (for leak checks).
   static size_t free_memory() {
     size_t f = 0, t = 0;
@@ -613,7 +621,8 @@ using CudaBackend = CudaBackendT<ReferenceNumerics>;
 using CudaFastBackend = CudaBackendT<FastNumerics>;
 
 static_assert(Backend<CudaBackend> && Backend<CudaFastBackend>, "CudaBackendT must meet backend/concept.hpp");
-static_assert(PinnedStaging<CudaBackend> && ExactNumericsProbe<CudaBackend>, "CudaBackendT's capabilities");
+static_assert(PinnedStaging<CudaBackend> && ExactNumericsProbe<CudaBackend> && MemoryCache<CudaBackend>,
+              "CudaBackendT's capabilities");
 
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"

@@ -469,6 +469,13 @@ class Model {
     return result(n_out - 1);
   }
 
+  /// Declared first, destroyed last: once every buffer of the model is back with the backend,
+  /// the memory it keeps for reuse goes back to the system (MemoryCache, backend/concept.hpp).
+  struct TrimOnDestroy {
+    ~TrimOnDestroy() {
+      if constexpr (MemoryCache<B>) B::trim_memory();
+    }
+  } trim_on_destroy_;
   ModelConfig cfg_;
   Matrix<B> embed_, head_;
   Buf<float> norm_;
