@@ -11,10 +11,11 @@
 //    with GCC 12): core/stdlib_select.hpp performs the same steps, so that the device and any
 //    standard library give torch's answer; tests/test_topk.cpp checks them against vectors torch
 //    itself made and against libstdc++ on many tie-heavy rows.
-//  * lower index first (topk_before / topk_order_key / topk_row): the order of the device's radix
-//    sort (CudaBackend::topk_rows sorts by it, then redoes a row with torch_topk_row only where equal
+//  * lower index first (topk_before / topk_order_key): the order of the device's radix sort
+//    (CudaBackend::topk_rows sorts by it, then redoes a row with torch_topk_row only where equal
 //    scores straddle the k-th place: topk_boundary_tied) and of the fast policy's block sort, which
 //    may keep other members of a tie (docs/NUMERICS.md). Among -inf entries the HIGHER index wins.
+//    topk_row is that rule by insertion, kept for the tests that measure it against torch.
 #pragma once
 #include <vector>
 #include "numeric.hpp"
@@ -41,11 +42,11 @@ DS41_HD unsigned long long topk_order_key(float x, int col) {
   return (static_cast<unsigned long long>(ord) << 32) | tie;
 }
 
-/// Writes the k best of v[0..n) to idx[0..k) (and their values to val when non-null), best first.
-/// Requires k <= n. NaN never occurs in the reference's selections and is treated as -inf.
+/// Writes the k best of v[0..n) to idx[0..k) (and their values to val when non-null), best first
+/// in topk_before's order, NaN taken as -inf. Requires k <= n. The lowest-index rule ds41 used
+/// before issue 42: no model path calls it any more; tests measure it against torch's choice.
 DS41_HD void topk_row(const float* v, int n, int k, int* idx, float* val) {
   if (k <= 0) return;
-  // the entries already kept compare as -inf too (CudaBackend::topk_rows's keys do the same)
   const auto key = [v](int i) { return is_nan(v[i]) ? -INFINITY : v[i]; };
   int have = 0;
   for (int i = 0; i < n; ++i) {
