@@ -473,7 +473,12 @@ class Model {
   /// the memory it keeps for reuse goes back to the system (MemoryCache, backend/concept.hpp).
   struct TrimOnDestroy {
     ~TrimOnDestroy() {
-      if constexpr (MemoryCache<B>) B::trim_memory();
+      if constexpr (MemoryCache<B>) {
+        try {
+          B::trim_memory();
+        } catch (...) {  // a destructor cannot report (a device already in error); the memory stays kept
+        }
+      }
     }
   } trim_on_destroy_;
   ModelConfig cfg_;
