@@ -19,6 +19,7 @@
 #include "ds41/backend/cuda.hpp"
 #include "ds41/backend/host.hpp"
 #include "ds41/model/expert_arena.hpp"
+#include "backend_ops.hpp"
 #include "golden_checks.hpp"
 #include "same_bits.hpp"
 #include "fast_attention_emulation.hpp"
@@ -232,6 +233,20 @@ TEST_CASE("cuda: decode steps take their buffers from the pool, not from cudaMal
   CHECK(new_reused > 0);
   // a context one longer can cross into a new 512-byte size class now and then; never per buffer
   CHECK(new_mallocs * 20 <= new_reused);
+}
+
+TEST_CASE("backend ops: CudaBackend against the DS41_HD definitions, every operation") {
+  // tests/backend_ops.hpp, the template test_backend_ops runs on HostBackend
+  long compared = 0, ops = 0;
+  for (const auto& r : testing::run_backend_ops<CudaBackend>()) {
+    CAPTURE(r.op);
+    CAPTURE(r.shape);
+    CHECK(r.compared > 0);
+    CHECK(r.mismatched == 0);
+    compared += r.compared;
+    ++ops;
+  }
+  MESSAGE("cuda: " << ops << " operation x shape cases, " << compared << " outputs compared");
 }
 
 // ---------------------------------------------------------------------------- tiled Linear
