@@ -20,7 +20,9 @@
 #include "ds41/backend/host.hpp"
 #include "ds41/model/expert_arena.hpp"
 #include "backend_ops.hpp"
+#include "device_topk_rule.hpp"
 #include "golden_checks.hpp"
+#include "nine_sequences.hpp"
 #include "same_bits.hpp"
 #include "fast_attention_emulation.hpp"
 
@@ -111,30 +113,7 @@ bool same_logits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// Nine sequences of the tiny golden's tokens (shifted), the prompt then one decode step per token.
-struct NineSequences {
-  static constexpr int kSeqs = 9;
-  std::vector<std::vector<int32_t>> prompts, rest;
-  explicit NineSequences(const golden::Golden& g) : prompts(kSeqs), rest(kSeqs) {
-    const long V = g.config.vocab_size;
-    for (int q = 0; q < kSeqs; ++q) {
-      const size_t len = std::max<size_t>(1, g.prompt_tokens.size() - static_cast<size_t>(q) % 4);
-      for (size_t j = 0; j < len; ++j) prompts[q].push_back(static_cast<int32_t>((g.prompt_tokens[j] + 7 * q) % V));
-      for (int32_t t : g.decode_tokens) rest[q].push_back(static_cast<int32_t>((t + 11 * q) % V));
-    }
-  }
-  /// Each sequence alone: its decode steps' logits.
-  template <class ModelT>
-  std::vector<std::vector<std::vector<float>>> alone(ModelT& m) const {
-    std::vector<std::vector<std::vector<float>>> out(kSeqs);
-    for (int q = 0; q < kSeqs; ++q) {
-      auto s = m.make_sequence();
-      m.extend(s, prompts[q]);
-      for (int32_t t : rest[q]) out[q].push_back(m.extend(s, {t}).logits);
-    }
-    return out;
-  }
-};
+using testing::NineSequences;
 
 }  // namespace
 
@@ -773,12 +752,7 @@ TEST_CASE("cuda top-k: the fast block sort gives the radix order's first k; topk
     CudaBackend::sync();
     // the block sort: the first k by descending topk_order_key, in that order
     std::vector<int32_t> radix(s.rows * s.k);
-    for (long r = 0; r < s.rows; ++r) {
-      std::vector<std::pair<unsigned long long, int>> keyed(s.n);
-      for (int i = 0; i < s.n; ++i) keyed[i] = {topk_order_key(v[r * s.n + i], i), i};
-      std::sort(keyed.begin(), keyed.end(), std::greater<>());
-      for (int j = 0; j < s.k; ++j) radix[r * s.k + j] = keyed[j].second;
-    }
+    for (long r = 0; r < s.rows; ++r) testing::device_topk_row(v.data() + r * s.n, s.n, s.k, false, radix.data() + r * s.k);
     CHECK(fast_attn_download(a, s.rows * s.k) == radix);
     // topk_rows: torch's set (HostBackend's), whatever the order
     std::vector<int32_t> host(s.rows * s.k), dev = fast_attn_download(b, s.rows * s.k);

@@ -16,6 +16,8 @@
 #include "ds41/core/topk.hpp"
 #include "ds41/io/golden.hpp"
 #include "ds41/model/model.hpp"
+#include "device_topk_rule.hpp"
+#include "nine_sequences.hpp"
 
 using namespace ds41;
 
@@ -274,17 +276,7 @@ TEST_CASE("stdlib_select: libstdc++'s partial_sort, nth_element and sort, step f
 struct HostWithDeviceTopk : HostBackend {
   static bool redo_tied_rows;
   static void topk_rows(const float* v, long rows, int n, int k, int32_t* idx) {
-    std::vector<std::pair<unsigned long long, int>> sorted(static_cast<size_t>(n));
-    std::vector<unsigned long long> keys(static_cast<size_t>(n));
-    std::vector<TopkEntry> scratch(static_cast<size_t>(n));
-    for (long r = 0; r < rows; ++r) {
-      for (int i = 0; i < n; ++i) sorted[i] = {topk_order_key(v[r * n + i], i), i};
-      std::sort(sorted.begin(), sorted.end(), std::greater<>());  // the keys are distinct (the column is in them)
-      for (int i = 0; i < n; ++i) keys[i] = sorted[i].first;
-      for (int j = 0; j < k; ++j) idx[r * k + j] = sorted[j].second;
-      if (redo_tied_rows && topk_boundary_tied(keys.data(), n, k))
-        torch_topk_row(v + r * n, n, k, false, reinterpret_cast<int*>(idx + r * k), nullptr, scratch.data());
-    }
+    for (long r = 0; r < rows; ++r) testing::device_topk_row(v + r * n, n, k, redo_tied_rows, idx + r * k);
   }
 };
 bool HostWithDeviceTopk::redo_tied_rows = true;
@@ -319,26 +311,19 @@ TEST_CASE("nine sequences through the device's topk_rows rule give the host's lo
   const WeightSet w = golden::regenerate_weights(g);
   Model<HostBackend> host(g.config, w);
   Model<HostWithDeviceTopk> dev(g.config, w);
-  const long V = g.config.vocab_size;
+  const testing::NineSequences nine(g);
+  const auto want = nine.alone(host);
   long steps = 0, differ_redo = 0, differ_plain = 0;
   for (bool redo : {true, false}) {
     HostWithDeviceTopk::redo_tied_rows = redo;
-    for (int q = 0; q < 9; ++q) {
-      std::vector<int32_t> prompt;
-      const size_t len = std::max<size_t>(1, g.prompt_tokens.size() - static_cast<size_t>(q) % 4);
-      for (size_t j = 0; j < len; ++j) prompt.push_back(static_cast<int32_t>((g.prompt_tokens[j] + 7 * q) % V));
-      auto a = host.make_sequence();
-      auto b = dev.make_sequence();
-      host.extend(a, prompt);
-      dev.extend(b, prompt);
-      for (int32_t t : g.decode_tokens) {
-        const int32_t tok = static_cast<int32_t>((t + 11 * q) % V);
-        const auto la = host.extend(a, {tok}).logits, lb = dev.extend(b, {tok}).logits;
+    const auto got = nine.alone(dev);
+    for (int q = 0; q < testing::NineSequences::kSeqs; ++q)
+      for (size_t i = 0; i < want[q].size(); ++i) {
+        const auto &la = want[q][i], &lb = got[q][i];
         const bool same = la.size() == lb.size() && std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0;
         (redo ? differ_redo : differ_plain) += !same;
         steps += redo;
       }
-    }
   }
   HostWithDeviceTopk::redo_tied_rows = true;
   MESSAGE(steps, " steps: ", differ_redo, " differ with the tied rows redone, ", differ_plain, " with the radix order alone");

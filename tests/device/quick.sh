@@ -6,16 +6,10 @@
 #   run(command="tests/device/quick.sh", carry=[".device-bin", ".device-golden"])
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-root="$PWD"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
 { nvidia-smi -L; echo "binaries:"; cat .device-bin/commit; } > "$out/machine.txt" 2>&1
-[ -e golden/ds41_tiny_golden.json ] || tar -xJf .device-golden/golden.tar.xz || exit 1
-export LD_LIBRARY_PATH="$root/.device-bin:${LD_LIBRARY_PATH:-}"
-built_golden=$(cat .device-bin/golden_dir)
-if [ "$built_golden" != "$root/golden" ]; then
-  mkdir -p "$(dirname "$built_golden")" && rm -rf "$built_golden" && ln -s "$root/golden" "$built_golden"
-fi
+. tests/device/env.sh || exit 1
 status=0
 timeout 90 .device-bin/test_golden_cuda --duration=true \
   -tc="cuda: every capture*,cuda: device captures*,cuda: a batch*,cuda: rollback*,*memory*,*pool*,*page-locked*" \

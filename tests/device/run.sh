@@ -34,23 +34,8 @@ export PATH="/usr/local/cuda/bin:$PATH"
   echo "goldens:"; cat .device-golden/commit; } > "$out/machine.txt" 2>&1
 grep -E "H200|H100|Driver" "$out/machine.txt" | head -3
 
-if [ ! -e golden/ds41_tiny_golden.json ] && [ -f .device-golden/golden.tar.xz ]; then
-  step "unpacking the goldens"
-  tar -xJf .device-golden/golden.tar.xz || exit 1
-fi
-
-bin="$root/.device-bin"
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}"
-"$bin/test_golden_cuda" --version > /dev/null 2>&1
-rc=$?
-if [ $rc != 0 ] && [ $rc != 77 ]; then
-  echo "the prebuilt binaries do not run here (rc $rc):"; "$bin/test_golden_cuda" --version 2>&1 | head -5; exit 1
-fi
-# the binaries carry the absolute golden folder of the machine that built them
-built_golden=$(cat "$bin/golden_dir")
-if [ "$built_golden" != "$root/golden" ]; then
-  mkdir -p "$(dirname "$built_golden")" && rm -rf "$built_golden" && ln -s "$root/golden" "$built_golden"
-fi
+step "unpacking the goldens, checking the binaries"
+. tests/device/env.sh || exit 1
 
 # ---- the pool: one line per run, "MODE NAME ARGS..." ----
 jobs="$logs/jobs.txt"
