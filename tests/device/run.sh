@@ -23,6 +23,7 @@ root="$PWD"
 out="${OUT:-$PWD/device-out}"
 mkdir -p "$out"
 logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT  # the logs travel back packed in runs.tar.gz
 t0=$(date +%s)
 budget="${DS41_DEVICE_BUDGET_S:-340}"
 left() { echo $((budget - ($(date +%s) - t0))); }
