@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""Test vectors for ds41's GGUF block dequantization (issue 39), from two implementations outside ds41.
+
+For each GGUF block type ds41 reads (Q8_0, MXFP4, I8, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS) the
+script makes blocks (random bytes with finite f16 scales, edge blocks, a few blocks quantized by
+ggml itself from Gaussian data) and dequantizes each with
+
+  (a) ggml's own C `dequantize_row_<type>` (src/ggml-quants.c), compiled here at run time with
+      `-O2 -ffp-contract=off`, so that every float operation is rounded on its own; and
+  (b) gguf-py's numpy `gguf.quants.dequantize` (PyPI `gguf`), which rounds each array operation.
+
+It asserts (a) and (b) give the same f32 bits for every element of every block, then writes one
+binary file per type plus types.txt (ggml's type table) and MANIFEST.txt into the output folder
+(tests/data/ggml_quants/README.md describes the format). ggml's code is only compiled in a
+temporary folder; nothing of it is written to the output.
+
+Usage:
+  python3 tools/ggml_vectors/make_vectors.py GGML_SRC [--out tests/data/ggml_quants] [--seed 39]
+
+GGML_SRC is a ggml-org/ggml source tree (a checkout, or a bare git directory whose HEAD is used).
+Needs a C compiler (cc), numpy and gguf (`python3 -m pip install gguf numpy`).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+from gguf.constants import GGML_QUANT_SIZES
+
+MAGIC = b"DS41GGQV"
+VERSION = 1
+LABEL_BYTES = 24
+CFLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math", "-std=gnu11", "-fPIC"]
+
+
+@dataclass
+class BlockType:
+    name: str          # ggml's type_name, also the vector file's stem
+    qtype: QT
+    elems: int
+    nbytes: int
+    f16_d: tuple[int, ...]     # byte offsets of f16 scales ("d")
+    f16_min: tuple[int, ...]   # byte offsets of f16 mins ("dmin")
+    ggml_fn: str | None        # dequantize_row_<...> in ggml-quants.c (None: the shim's I8 cast)
+    quantize_fn: str | None    # quantize_row_<...>_ref, for realistic blocks
+
+
+TYPES = [
+    BlockType("q8_0", QT.Q8_0, 32, 34, (0,), (), "dequantize_row_q8_0", "quantize_row_q8_0_ref"),
+    BlockType("mxfp4", QT.MXFP4, 32, 17, (), (), "dequantize_row_mxfp4", "quantize_row_mxfp4_ref"),
+    BlockType("i8", QT.I8, 1, 1, (), (), None, None),
+    BlockType("q2_K", QT.Q2_K, 256, 84, (80,), (82,), "dequantize_row_q2_K", "quantize_row_q2_K_ref"),
+    BlockType("q3_K", QT.Q3_K, 256, 110, (108,), (), "dequantize_row_q3_K", "quantize_row_q3_K_ref"),
+    BlockType("q4_K", QT.Q4_K, 256, 144, (0,), (2,), "dequantize_row_q4_K", "quantize_row_q4_K_ref"),
+    BlockType("q5_K", QT.Q5_K, 256, 176, (0,), (2,), "dequantize_row_q5_K", "quantize_row_q5_K_ref"),
+    BlockType("q6_K", QT.Q6_K, 256, 210, (208,), (), "dequantize_row_q6_K", "quantize_row_q6_K_ref"),
+    BlockType("iq2_xxs", QT.IQ2_XXS, 256, 66, (0,), (), "dequantize_row_iq2_xxs", "quantize_iq2_xxs"),
+]
+
+# The shim: ggml's symbols that ggml-quants.c's quantizers reference but that live in ggml.c
+# (never reached by the functions called here), the I8 cast ggml applies when it converts an I8
+# tensor (ggml has no dequantize_row_i8), and IQ2_XXS quantization with unit weights.
+SHIM_C = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <stddef.h>
+#if !defined(__FLT_EVAL_METHOD__) || __FLT_EVAL_METHOD__ != 0
+#error "float expressions must be evaluated in float (no x87 excess precision)"
+#endif
+void ggml_abort(const char *file, int line, const char *fmt, ...) { (void)file; (void)line; (void)fmt; abort(); }
+size_t ggml_row_size(int type, int64_t ne) { (void)type; (void)ne; abort(); }
+const char *ggml_type_name(int type) { (void)type; abort(); }
+size_t ggml_type_size(int type) { (void)type; abort(); }
+void ds41v_dequantize_row_i8(const int8_t *x, float *y, int64_t k) { for (int64_t i = 0; i < k; ++i) y[i] = (float)x[i]; }
+"""
+
+TYPE_SIZES_C = r"""
+#define GGML_COMMON_DECL_C
+#include "ggml-common.h"
+#include "ggml.h"
+#include <stdio.h>
+int main(void) {
+%s
+  return 0;
+}
+"""
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def prepare_ggml(src: Path, work: Path, commit_arg: str | None) -> tuple[Path, str]:
+    """Returns a folder holding ggml's include/ and src/, and the commit they come from."""
+    is_bare = (src / "objects").is_dir() and (src / "HEAD").is_file() and not (src / "src").is_dir()
+    if is_bare:
+        commit = run(["git", "--git-dir", str(src), "rev-parse", "HEAD"]).strip()
+        tree = work / "ggml"
+        tree.mkdir()
+        archive = subprocess.run(["git", "--git-dir", str(src), "archive", commit, "include", "src"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        return tree, commit
+    if commit_arg:
+        return src, commit_arg
+    try:  # the checkout's own commit, not that of a repository the tree happens to lie in
+        top = Path(run(["git", "-C", str(src), "rev-parse", "--show-toplevel"]).strip()).resolve()
+        if top == src:
+            return src, run(["git", "-C", str(src), "rev-parse", "HEAD"]).strip()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        pass
+    sys.exit(f"{src}: not the top of a git checkout; give the commit with --ggml-commit")
+
+
+def includes(tree: Path) -> list[str]:
+    return [f"-I{tree / 'include'}", f"-I{tree / 'src'}", f"-I{tree / 'src' / 'ggml-cpu'}"]
+
+
+def build_ggml_lib(tree: Path, work: Path, extra_flags: list[str], name: str) -> ctypes.CDLL:
+    shim = work / "shim.c"
+    shim.write_text(SHIM_C)
+    lib = work / f"lib{name}.so"
+    run(["cc", *CFLAGS, *extra_flags, *includes(tree), "-shared", "-o", str(lib),
+         str(tree / "src" / "ggml-quants.c"), str(shim), "-lm"])
+    return ctypes.CDLL(str(lib))
+
+
+def ggml_type_table(tree: Path, work: Path) -> list[tuple[int, str, int, int]]:
+    """ggml's own (id, type_name, blck_size, type_size) for every type in ggml.c's type_traits."""
+    ggml_c = (tree / "src" / "ggml.c").read_text()
+    start = "type_traits[GGML_TYPE_COUNT] = {"
+    body = ggml_c[ggml_c.index(start) + len(start):]
+    body = body[:body.index("\n};")]
+    entries = re.findall(r"\[GGML_TYPE_(\w+)\]\s*=\s*\{(.*?)\n\s*\},", body, re.S)
+    prints = []
+    for tname, fields in entries:
+        name = re.search(r'\.type_name\s*=\s*"([^"]+)"', fields)
+        blck = re.search(r"\.blck_size\s*=\s*([^,]+),", fields)
+        size = re.search(r"\.type_size\s*=\s*([^,]+),", fields)
+        if not (name and blck and size) or "DEPRECATED" in tname or "REMOVED" in name.group(1):
+            continue
+        prints.append(f'  printf("%d %s %d %d\\n", (int)GGML_TYPE_{tname}, "{name.group(1)}", '
+                      f"(int)({blck.group(1)}), (int)({size.group(1)}));")
+    prog = work / "type_sizes.c"
+    prog.write_text(TYPE_SIZES_C % "\n".join(prints))
+    exe = work / "type_sizes"
+    run(["cc", *includes(tree), "-o", str(exe), str(prog)])
+    rows = []
+    for line in run([str(exe)]).splitlines():
+        i, n, b, s = line.split()
+        rows.append((int(i), n, int(b), int(s)))
+    rows.sort()
+    # the ids against ggml.h's enum, the sizes against gguf-py's table
+    enum = dict(re.findall(r"GGML_TYPE_(\w+)\s*=\s*(\d+),", (tree / "include" / "ggml.h").read_text()))
+    # (gguf-py's entry may be stale for a type no file stores: ggml's is the one written)
+    checked = {t.name for t in TYPES}
+    for i, n, b, s in rows:
+        assert int(enum[n.upper()]) == i, (n, i)
+        if n.upper() in QT.__members__ and QT[n.upper()] in GGML_QUANT_SIZES:
+            py = GGML_QUANT_SIZES[QT[n.upper()]]
+            if py != (b, s):
+                print(f"note: {n}: ggml says {b} elements in {s} bytes, gguf-py's GGML_QUANT_SIZES {py}")
+                assert n not in checked, n
+    return rows
+
+
+# ------------------------------------------------------------------ blocks
+
+def finite_f16(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n random f16 bit patterns, all finite (exponent field below 31), subnormals included."""
+    h = rng.integers(0, 1 << 16, size=n, dtype=np.uint32)
+    bad = ((h >> 10) & 0x1F) == 0x1F
+    h[bad] &= ~np.uint32(1 << 14)  # exponent 31 -> 15
+    return h.astype(np.uint16)
+
+
+def moderate_f16(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
+    """f16 scales of the size quantizers write (|N(0,1)|·scale), random sign."""
+    v = np.abs(rng.standard_normal(n)) * scale * rng.choice([-1.0, 1.0], size=n)
+    return v.astype(np.float16).view(np.uint16)
+
+
+def put_f16(block: bytearray, offsets, value: int):
+    for off in offsets:
+        block[off:off + 2] = struct.pack("<H", int(value))
+
+
+def f16(x: float) -> int:
+    return int(np.array([x], dtype=np.float16).view(np.uint16)[0])
+
+
+def code_mask(t: BlockType) -> np.ndarray:
+    """True for the bytes of a block that are not f16 scale fields."""
+    m = np.ones(t.nbytes, dtype=bool)
+    for off in t.f16_d + t.f16_min:
+        m[off:off + 2] = False
+    return m
+
+
+def edge_blocks(t: BlockType, rng: np.random.Generator) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    codes = code_mask(t)
+
+    def block(fill=None, d=None, dmin=None):
+        b = bytearray(rng.integers(0, 256, size=t.nbytes, dtype=np.uint8).tobytes()) if fill is None \
+            else bytearray(bytes([fill]) * t.nbytes)
+        put_f16(b, t.f16_d, finite_f16(rng, 1)[0] if d is None else d)
+        put_f16(b, t.f16_min, finite_f16(rng, 1)[0] if dmin is None else dmin)
+        return b
+
+    if t.name == "i8":  # every int8 value, one block (one element) each
+        return [(f"i8={v - 256 if v > 127 else v}", bytes([v])) for v in range(256)]
+    if t.name == "mxfp4":
+        # every e8m0 byte class (subnormal halves 0 and 1, 2, around 1.0, near overflow, 255 =
+        # 2^127 in ggml's table, not NaN), each with all 16 codes in both nibbles
+        for e in (0, 1, 2, 126, 127, 128, 200, 252, 253, 254, 255):
+            out.append((f"e8m0={e}", bytes([e]) + bytes(i | ((15 - i) << 4) for i in range(16))))
+        out.append(("zero", bytes(t.nbytes)))
+        out.append(("max-codes", bytes([127]) + b"\xff" * 16))
+        return out
+
+    out.append(("zero", bytes(t.nbytes)))
+    for name, d, dmin in (("d=+0", 0x0000, None), ("d=-0", 0x8000, None), ("dmin=0", None, 0x0000),
+                          ("neg-d-neg-dmin", f16(-0.0123), f16(-0.0456)),
+                          ("pos-d-neg-dmin", f16(0.0123), f16(-0.0456)),
+                          ("neg-d-pos-dmin", f16(-0.0123), f16(0.0456)),
+                          ("sub-d=1", 0x0001, 0x0001), ("sub-d=3ff", 0x03FF, 0x83FF),
+                          ("sub-d=-1", 0x8001, 0x0002), ("min-normal-d", 0x0400, 0x8400),
+                          ("max-d", 0x7BFF, 0xFBFF), ("neg-max-d", 0xFBFF, 0x7BFF)):
+        out.append((name, bytes(block(None, d, dmin))))
+    # maximal and minimal codes (all code bytes 0xFF / 0x00 / alternating) under ordinary scales
+    for name, fill in (("max-codes", 0xFF), ("min-codes", 0x00), ("codes-aa", 0xAA), ("codes-55", 0x55)):
+        b = block(fill, f16(0.5), f16(0.25))
+        out.append((name, bytes(b)))
+    b = block(0xFF, 0x7BFF, 0x7BFF)
+    out.append(("max-codes-max-d", bytes(b)))
+    b = block(0xFF, 0x0001, 0x0001)
+    out.append(("max-codes-sub-d", bytes(b)))
+
+    if t.name == "q8_0":  # all 256 int8 codes over 8 blocks
+        for k in range(8):
+            out.append((f"codes-{32 * k}..", struct.pack("<H", f16(-1.5)) + bytes(range(32 * k, 32 * k + 32))))
+    if t.name == "q6_K":  # int8 sub-block scales at their extremes
+        for name, sc in (("scales=-128", 0x80), ("scales=127", 0x7F)):
+            b = block(None, f16(0.75))
+            b[192:208] = bytes([sc]) * 16
+            out.append((name, bytes(b)))
+    if t.name == "iq2_xxs":
+        # every grid index (32 per block: 8 groups of 4) and every 7-bit sign index (4 per group)
+        # with every 4-bit group scale
+        for k in range(8):
+            b = bytearray(t.nbytes)
+            put_f16(b, (0,), f16(0.125))
+            for g in range(8):
+                idx = bytes(range(32 * k + 4 * g, 32 * k + 4 * g + 4))
+                s = [(32 * (k % 4) + 4 * g + l) % 128 for l in range(4)]
+                aux1 = s[0] | (s[1] << 7) | (s[2] << 14) | (s[3] << 21) | (((k + g) % 16) << 28)
+                b[2 + 8 * g:2 + 8 * g + 8] = idx + struct.pack("<I", aux1)
+            out.append((f"grid-{32 * k}..", bytes(b)))
+    return out
+
+
+def realistic_blocks(t: BlockType, lib: ctypes.CDLL, rng: np.random.Generator, n: int) -> list[tuple[str, bytes]]:
+    """Blocks ggml's own reference quantizer makes from Gaussian rows (the scale ranges of real files)."""
+    out = []
+    if t.name == "iq2_xxs":
+        lib.iq2xs_init_impl(ctypes.c_int(int(QT.IQ2_XXS)))  # builds the quantizer's grid neighbours
+    for k in range(n):
+        x = (rng.standard_normal(t.elems) * (0.02 * 10 ** (k % 3))).astype(np.float32)
+        y = ctypes.create_string_buffer(t.nbytes)
+        if t.name == "iq2_xxs":
+            w = np.ones(t.elems, dtype=np.float32)  # IQ2_XXS needs importance weights
+            lib.quantize_iq2_xxs(ctypes.c_void_p(x.ctypes.data), y, ctypes.c_int64(1), ctypes.c_int64(t.elems),
+                                 ctypes.c_void_p(w.ctypes.data))
+        else:
+            getattr(lib, t.quantize_fn)(ctypes.c_void_p(x.ctypes.data), y, ctypes.c_int64(t.elems))
+        out.append((f"ggml-quantized-{k}", y.raw))
+    return out
+
+
+def random_blocks(t: BlockType, rng: np.random.Generator, n: int) -> list[tuple[str, bytes]]:
+    out = []
+    for k in range(n):
+        b = bytearray(rng.integers(0, 256, size=t.nbytes, dtype=np.uint8).tobytes())
+        if t.name == "mxfp4":
+            b[0] = int(rng.integers(0, 256))
+        elif k % 2 == 0:  # any finite f16, subnormals and 65504 included
+            put_f16(b, t.f16_d, finite_f16(rng, 1)[0])
+            put_f16(b, t.f16_min, finite_f16(rng, 1)[0])
+        else:  # the sizes real files hold
+            put_f16(b, t.f16_d, moderate_f16(rng, 1, 1e-3)[0])
+            put_f16(b, t.f16_min, moderate_f16(rng, 1, 1e-3)[0])
+        out.append((f"random-{k}", bytes(b)))
+    return out
+
+
+# ------------------------------------------------------------------ the two implementations
+
+def dequant_ggml(t: BlockType, lib: ctypes.CDLL, data: bytes, n: int) -> np.ndarray:
+    y = np.empty(n * t.elems, dtype=np.float32)
+    fn = getattr(lib, t.ggml_fn or "ds41v_dequantize_row_i8")
+    fn(ctypes.c_char_p(data), y.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(n * t.elems))
+    return y.reshape(n, t.elems)
+
+
+def dequant_gguf_py(t: BlockType, data: bytes, n: int) -> np.ndarray:
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(n, t.nbytes)
+    if t.qtype == QT.I8:  # gguf-py's GGUFReader hands I8 tensors out as int8; numpy's cast
+        return raw.view(np.int8).astype(np.float32).reshape(n, t.elems)
+    with np.errstate(over="ignore"):  # MXFP4 e8m0 >= 253 overflows to inf in both
+        return np.asarray(gguf.quants.dequantize(raw, t.qtype), dtype=np.float32).reshape(n, t.elems)
+
+
+def write_vectors(path: Path, t: BlockType, blocks: list[tuple[str, bytes]], values: np.ndarray):
+    with open(path, "wb") as f:
+        f.write(MAGIC + struct.pack("<6I", VERSION, int(t.qtype), t.elems, t.nbytes, len(blocks), LABEL_BYTES))
+        for (label, raw), row in zip(blocks, values):
+            f.write(label.encode("ascii")[:LABEL_BYTES].ljust(LABEL_BYTES, b"\0"))
+            f.write(raw)
+            f.write(row.astype("<f4").view("<u4").tobytes())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ggml_src", type=Path)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "tests/data/ggml_quants")
+    ap.add_argument("--seed", type=int, default=39)
+    ap.add_argument("--blocks", type=int, default=64, help="blocks per type (I8: always 256, one per value)")
+    ap.add_argument("--ggml-commit", help="the commit of GGML_SRC when it is not a git checkout")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="ds41-ggml-vectors-"))
+    try:
+        tree, commit = prepare_ggml(args.ggml_src.resolve(), work, args.ggml_commit)
+        lib = build_ggml_lib(tree, work, [], "ggmlq")
+        # the same code with contraction allowed (FMA), to say how many values the definition
+        # decides (informative; not written)
+        fused = build_ggml_lib(tree, work, ["-mfma", "-ffp-contract=fast"], "ggmlq_fma") \
+            if os.uname().machine == "x86_64" else None
+        table = ggml_type_table(tree, work)
+        cc = run(["cc", "--version"]).splitlines()[0]
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "types.txt", "w") as f:
+            f.write("# ggml's type table at ggml-org/ggml@%s (ggml.h ids, ggml.c type_traits):\n" % commit)
+            f.write("# id name block_elements block_bytes\n")
+            for i, n, b, s in table:
+                f.write(f"{i} {n} {b} {s}\n")
+
+        rng = np.random.default_rng(args.seed)
+        summary = []
+        for t in TYPES:
+            blocks = edge_blocks(t, rng)
+            if t.name != "i8":
+                blocks += realistic_blocks(t, lib, rng, 4)
+                blocks += random_blocks(t, rng, max(0, args.blocks - len(blocks)))
+            data = b"".join(raw for _, raw in blocks)
+            assert all(len(raw) == t.nbytes for _, raw in blocks)
+            a = dequant_ggml(t, lib, data, len(blocks))
+            b = dequant_gguf_py(t, data, len(blocks))
+            assert not np.isnan(a).any(), f"{t.name}: NaN from finite scales"
+            differ = (a.view(np.uint32) != b.view(np.uint32))
+            for k in np.flatnonzero(differ.any(axis=1)):
+                j = int(np.flatnonzero(differ[k])[0])
+                print(f"{t.name} block {k} ({blocks[k][0]}) element {j}: ggml {a[k, j]!r} "
+                      f"({a.view(np.uint32)[k, j]:#010x}), gguf-py {b[k, j]!r} ({b.view(np.uint32)[k, j]:#010x})")
+            assert not differ.any(), f"{t.name}: ggml's C and gguf-py disagree on {int(differ.sum())} values"
+            fused_diff = int((dequant_ggml(t, fused, data, len(blocks)).view(np.uint32) != a.view(np.uint32)).sum()) \
+                if fused else -1
+            path = args.out / f"{t.name}.bin"
+            write_vectors(path, t, blocks, a)
+            summary.append(f"{t.name} id={int(t.qtype)} blocks={len(blocks)} elements={a.size} "
+                           f"bytes={path.stat().st_size} fma_build_differs_on={fused_diff}")
+            print(summary[-1])
+
+        with open(args.out / "MANIFEST.txt", "w") as f:
+            f.write(f"ggml-org/ggml commit: {commit}\n")
+            f.write(f"ggml C built with: {cc}; {' '.join(CFLAGS)}\n")
+            f.write(f"gguf-py: gguf {gguf.__version__ if hasattr(gguf, '__version__') else pkg_version('gguf')}, "
+                    f"numpy {np.__version__}\n")
+            f.write(f"seed: {args.seed}\n")
+            f.write("ggml's C and gguf-py agree bit for bit on every element below.\n")
+            f.write("fma_build_differs_on: values the same ggml code gives when built with -mfma "
+                    "-ffp-contract=fast (not the definition; shows what the vectors catch)\n")
+            for line in summary:
+                f.write(line + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def pkg_version(name: str) -> str:
+    from importlib.metadata import version
+    return version(name)
+
+
+if __name__ == "__main__":
+    main()
