@@ -30,7 +30,7 @@
 #include "bench_common.hpp"
 #include "ds41/core/compress_math.hpp"
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/model/compressor.hpp"
 #include "ds41/model/engram.hpp"
 #include "ds41/model/highway.hpp"

@@ -15,7 +15,7 @@
 #include <vector>
 #include "ds41/backend/cuda.hpp"
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "bench_v41.hpp"
 
 using namespace ds41;

@@ -17,7 +17,7 @@
 #include "ds41/core/sinkhorn.hpp"
 #include "ds41/core/topk.hpp"
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/model/ops.hpp"
 
 using namespace ds41;

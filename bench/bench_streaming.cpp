@@ -66,7 +66,7 @@
 #include <nlohmann/json.hpp>
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/io/direct_reader.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/io/uring_reader.hpp"

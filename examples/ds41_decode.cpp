@@ -15,7 +15,7 @@
 #include "decode_files.hpp"
 #include "decode_options.hpp"
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "generate.hpp"
 #if DS41_WITH_TEXT
 #include "decode_text.hpp"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 #include "ds41/io/gguf.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #if DS41_WITH_TEXT
 #include <filesystem>
 #include "ds41/text/gguf_tokenizer.hpp"

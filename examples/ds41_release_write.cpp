@@ -14,7 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/io/safetensors_writer.hpp"
 #include "ds41/testing/tiny_tokenizer.hpp"
 

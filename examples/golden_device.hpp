@@ -2,7 +2,7 @@
 // nvcc) so that ds41_golden.cpp stays a C++ source with the build's -march (golden_report.hpp).
 #pragma once
 #include <string>
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 #include "golden_report.hpp"
 
 namespace ds41::examples {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 #include "ds41/backend/cuda.hpp"
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 
 namespace ds41::examples {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 #include "ds41/model/model.hpp"
 
 namespace ds41::testing {

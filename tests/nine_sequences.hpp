@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <vector>
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 
 namespace ds41::testing {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "golden_checks.hpp"
 #include "temp_dir.hpp"
 

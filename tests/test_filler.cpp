@@ -2,7 +2,7 @@
 // primitives against independently known values.
 #include <doctest/doctest.h>
 #include <string>
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 
 using namespace ds41;
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 #include "ds41/io/hf_config.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/io/safetensors_writer.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 
 using namespace ds41;
 using Seq = Model<HostBackend>::Sequence;

@@ -14,7 +14,7 @@
 #include "ds41/backend/host/panels.hpp"
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"

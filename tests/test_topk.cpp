@@ -14,7 +14,7 @@
 #include "ds41/backend/host.hpp"
 #include "ds41/core/compress_math.hpp"
 #include "ds41/core/topk.hpp"
-#include "ds41/io/golden.hpp"
+#include "ds41/testing/golden.hpp"
 #include "ds41/model/model.hpp"
 #include "device_topk_rule.hpp"
 #include "nine_sequences.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include "ds41/ds41.hpp"
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 
 // The engine's own arithmetic, compiled with its own flags: with -ffp-contract=fast this fuses.
 // ds41's headers above must not have changed that (their pragmas end with each header).

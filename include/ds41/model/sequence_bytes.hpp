@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
-#include "../io/filler.hpp"
+#include "../core/fnv1a.hpp"
 #include "sequence.hpp"
 
 #include "../core/fp_exact_begin.hpp"
@@ -35,7 +35,7 @@ struct SequenceBytes {
     for (int v : c.kv_source_layers) add(v);
     s += "|";
     for (int v : c.index_source_layers) add(v);
-    return filler::fnv1a64(s);
+    return fnv1a64(s);
   }
 
   static std::vector<uint8_t> write(const ModelConfig& c, const SequenceT<B>& s) {

@@ -1,4 +1,4 @@
-// ds41/io/filler.hpp — the deterministic weight filler of the golden contract (SCHEMA §1):
+// ds41/testing/filler.hpp — the deterministic weight filler of the golden contract (SCHEMA §1):
 // fnv1a64 of the parameter name, splitmix64, fixed_raw / fixed_value / fixed_int, and the storage
 // grids (f32, bf16, e4m3 with per-32 power-of-two row-block scales).
 #pragma once
@@ -8,16 +8,13 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "../core/fnv1a.hpp"
 #include "../core/numeric.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41::filler {
 
-inline uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char b : s) h = (h ^ b) * 0x100000001b3ull;
-  return h;
-}
+using ds41::fnv1a64;  // core/fnv1a.hpp (the snapshot format uses it too)
 
 inline uint64_t splitmix64(uint64_t x) {
   uint64_t z = x + 0x9E3779B97F4A7C15ull;

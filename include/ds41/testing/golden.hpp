@@ -1,4 +1,4 @@
-// ds41/io/golden.hpp — golden files (`ds41-golden/1`, SCHEMA.md): loading with nlohmann/json,
+// ds41/testing/golden.hpp — golden files (`ds41-golden/1`, SCHEMA.md): loading with nlohmann/json,
 // regenerating every parameter from its rule, and comparing captures.
 //
 // Every error names the file and the JSON key that is missing or malformed.

@@ -1,4 +1,4 @@
-// ds41/io/golden_run.hpp — run a golden's prefill and decode steps on a model and compare every
+// ds41/testing/golden_run.hpp — run a golden's prefill and decode steps on a model and compare every
 // capture (what ds41-golden and the golden tests share).
 #pragma once
 #include <algorithm>
