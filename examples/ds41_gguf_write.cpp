@@ -1,7 +1,12 @@
 // ds41-gguf-write — writes a golden fixture's model (weights regenerated from its rules, config and
 // engram hash parameters as deepseek41.* metadata) as GGUF shards OUT_PREFIX-0000k-of-0000n.gguf.
 //
-//   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--tokenizer tokenizer.json]   (N >= 2, default 2)
+//   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
+//                   [--engram-i8] [--tokenizer tokenizer.json]
+// --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
+// indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
+// V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
+// 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264.
 // --tokenizer embeds a tokenizer as tokenizer.ggml.* metadata in the first shard (bos/eos/pad ids
 // from the tokenizer_config.json beside it, when there is one); needs the text layer (PCRE2, utf8proc).
 // Shards are written under temporary names and renamed at the end: a failure leaves no file.
@@ -15,14 +20,42 @@
 #include "ds41/text/gguf_tokenizer.hpp"
 #endif
 
+static const char* const kTypes = "q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16, f32";
+
+static void print_usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: ds41-gguf-write GOLDEN.json OUT_PREFIX [options]\n"
+               "  --shards N           write N >= 2 shards (default 2)\n"
+               "  --type TYPE          routed experts in TYPE: %s\n"
+               "  --dense-type TYPE    attention projections, shared experts, indexer.attn_q_b, engram_wkv and\n"
+               "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
+               "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
+               "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
+               "  --tokenizer FILE     embed tokenizer.json as tokenizer.ggml.* metadata\n"
+               "  -h, --help           this help\n",
+               kTypes);
+}
 static int usage(const std::string& msg) {
-  std::fprintf(stderr, "ds41-gguf-write: %s\nusage: ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--tokenizer tokenizer.json]\n", msg.c_str());
+  std::fprintf(stderr, "ds41-gguf-write: %s\n", msg.c_str());
+  print_usage(stderr);
   return 2;
+}
+/// A --type value: one of kTypes (either case).
+static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
+  using ds41::gguf::TensorType;
+  if (!ds41::gguf::tensor_type_from_name(v, t)) return false;
+  switch (*t) {
+    case TensorType::kQ8_0: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
+    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: case TensorType::kMXFP4:
+    case TensorType::kF16: case TensorType::kBF16: case TensorType::kF32: return true;
+    default: return false;
+  }
 }
 
 int main(int argc, char** argv) {
   std::string golden_path, prefix, tokenizer_path;
-  int shards = 2;
+  ds41::gguf::WriteOptions opt;
+  int& shards = opt.shards;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--shards") {
@@ -32,6 +65,13 @@ int main(int argc, char** argv) {
         return usage("--shards: not a count: " + v);
       shards = std::stoi(v);
       if (shards < 2) return usage("--shards must be >= 2 (a model split across files)");
+    } else if (a == "--type" || a == "--dense-type") {
+      if (i + 1 >= argc) return usage(a + " needs a type");
+      ds41::gguf::TensorType t;
+      if (!parse_type(argv[++i], &t)) return usage(a + ": not a type ds41 writes: " + argv[i] + " (" + kTypes + ")");
+      (a == "--type" ? opt.experts : opt.dense) = t;
+    } else if (a == "--engram-i8") {
+      opt.engram_i8 = true;
     } else if (a == "--tokenizer") {
       if (i + 1 >= argc) return usage("--tokenizer needs a tokenizer.json");
       tokenizer_path = argv[++i];
@@ -39,7 +79,8 @@ int main(int argc, char** argv) {
       return usage("--tokenizer: built without the text layer (PCRE2, utf8proc)");
 #endif
     } else if (a == "-h" || a == "--help") {
-      return usage("help"), 0;
+      print_usage(stdout);
+      return 0;
     } else if (golden_path.empty()) {
       golden_path = a;
     } else if (prefix.empty()) {
@@ -60,7 +101,10 @@ int main(int argc, char** argv) {
     }
 #endif
     const ds41::WeightSet w = ds41::golden::regenerate_weights(g);
-    const auto paths = ds41::gguf::write_model(g.config, w, prefix, shards);
+    const ds41::gguf::WriteResult res = ds41::gguf::write_model(g.config, w, prefix, opt);
+    const auto& paths = res.paths;
+    for (const std::string& k : res.kept) std::printf("kept: %s\n", k.c_str());
+    if (opt.experts || opt.dense) std::printf("%ld tensors written in the requested types\n", res.converted);
 #if DS41_WITH_TEXT
     if (tok) {
       ds41::text::add_tokenizer_to_gguf_file(paths.front(), *tok);

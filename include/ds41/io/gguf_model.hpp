@@ -11,6 +11,7 @@
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
 #include "gguf_names.hpp"
+#include "gguf_quantize.hpp"
 #include "gguf_writer.hpp"
 
 #include "../core/fp_exact_begin.hpp"
@@ -228,7 +229,38 @@ inline ModelConfig read_config(const GgufShards& s) {
 }
 
 // ------------------------------------------------------------------------------------ tensors
-/// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats.
+/// The block types decode_tensor widens to f32: the values of core/ggml_quants.hpp (ggml's
+/// dequantize_row_<type>, uncontracted), block by block. A block whose values are not all finite
+/// (an inf or NaN f16 scale) is refused, naming the tensor and the block.
+inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, uint64_t n, const std::string& what) {
+  const GgmlTypeInfo* info = ggml_info(type);
+  DS41_CHECK(info && ggml_block_dequantizable(static_cast<GgmlType>(type)), what, ": type ", tensor_type_name(type),
+             " has no dequantization");
+  const uint64_t bb = static_cast<uint64_t>(info->block_bytes), be = static_cast<uint64_t>(info->block_elems);
+  DS41_CHECK(n % bb == 0, what, ": ", n, " bytes are not whole ", tensor_type_name(type), " blocks of ", bb);
+  std::vector<float> v(n / bb * be);
+  for (uint64_t blk = 0; blk < n / bb; ++blk) {
+    float* out = v.data() + blk * be;
+    dequantize_ggml_block(static_cast<GgmlType>(type), p + blk * bb, out);
+    for (uint64_t j = 0; j < be; ++j)
+      DS41_CHECK(std::isfinite(out[j]), what, ": ", tensor_type_name(type), " block ", blk, " (element ", blk * be + j,
+                 ") has the non-finite value ", out[j], " (a NaN or infinite scale)");
+  }
+  return v;
+}
+
+/// The tensor types an engram table may have: DS41_FP8_ROW (dims [K, rows]) or I8 holding the
+/// same rows' bytes (dims [K + K/32, rows]: antirez's row264 for K = 256).
+inline bool engram_row_type(TensorType t) { return t == TensorType::kDs41Fp8Row || t == TensorType::kI8; }
+/// The head dimension K of an engram table row of `row_elems` elements of type t (0 when it cannot be one).
+inline long engram_row_dim(TensorType t, long row_elems) {
+  if (t == TensorType::kDs41Fp8Row) return row_elems;
+  if (t == TensorType::kI8 && row_elems % 33 == 0) return row_elems / 33 * 32;
+  return 0;
+}
+
+/// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats. For the
+/// engram parts, shape is the table's [rows, K] whatever the row type (see engram_row_type).
 inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape, const uint8_t* p, uint64_t n,
                                 Part part, const std::string& what) {
   HostTensor t;
@@ -240,12 +272,12 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
     for (long i = 0; i < count; ++i) v[i] = f(i);
     return HostTensor::from_f32(shape, v);
   };
-  DS41_CHECK(n == tensor_bytes(type, {shape.rbegin(), shape.rend()}, what), what, ": ", n, " bytes do not hold a ",
-             tensor_type_name(type), " tensor of shape ", shape_str({shape.begin(), shape.end()}));
   if (part == Part::kEngramCodes || part == Part::kEngramScales) {
-    DS41_CHECK(type == TensorType::kDs41Fp8Row && shape.size() == 2, what, ": engram table has type ",
-               tensor_type_name(type), ", expected DS41_FP8_ROW");
+    DS41_CHECK(engram_row_type(type) && shape.size() == 2 && cols % 32 == 0, what, ": engram table has type ",
+               tensor_type_name(type), ", expected DS41_FP8_ROW or I8 rows of e4m3 codes and e8m0 scales (row264)");
     const long nb = cols / 32, rb = cols + nb;
+    DS41_CHECK(n == static_cast<uint64_t>(rows * rb), what, ": ", n, " bytes do not hold ", rows, " engram rows of ",
+               rb, " bytes");
     if (part == Part::kEngramCodes) {
       t.format = WeightFormat::kFp8Block32;  // codes only; EngramT reads the scales from ".scale"
       t.payload.resize(static_cast<size_t>(count));
@@ -257,18 +289,16 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
       for (long b = 0; b < nb; ++b) s[r * nb + b] = e8m0_to_f32(p[r * rb + cols + b]);
     return HostTensor::from_f32({rows, nb}, s);
   }
+  DS41_CHECK(readable_tensor_type(type), what, " has type ", tensor_type_name(type),
+             ", which ds41 does not read (it reads F32, F16, BF16, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, I8, "
+             "MXFP4 and its own DS41_FP8_BLOCK32)");
+  DS41_CHECK(n == tensor_bytes(type, {shape.rbegin(), shape.rend()}, what), what, ": ", n, " bytes do not hold a ",
+             tensor_type_name(type), " tensor of shape ", shape_str({shape.begin(), shape.end()}));
   switch (type) {
     case TensorType::kF32: t.format = WeightFormat::kF32; t.payload.assign(p, p + n); return t;
     case TensorType::kBF16: t.format = WeightFormat::kBF16; t.payload.assign(p, p + n); return t;
     case TensorType::kF16:
       return floats([&](long i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return f16_to_f32(h); });
-    case TensorType::kQ8_0:  // d·q is exact in float32 (11-bit by 8-bit significands)
-      return floats([&](long i) {
-        const uint8_t* b = p + (i / 32) * 34;
-        uint16_t d;
-        std::memcpy(&d, b, 2);
-        return f16_to_f32(d) * static_cast<float>(static_cast<int8_t>(b[2 + i % 32]));
-      });
     case TensorType::kMXFP4: {
       DS41_CHECK(shape.size() == 2, what, ": MXFP4 is read as a matrix, got shape ", shape_str({shape.begin(), shape.end()}));
       t.format = WeightFormat::kFp4Block32;
@@ -294,11 +324,13 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
       return t;
     }
     case TensorType::kDs41Fp8Row: fail(what, ": DS41_FP8_ROW holds engram tables only");
+    default:  // Q8_0, the K-quants, IQ2_XXS, I8: widened to their f32 values (docs/GGUF.md)
+      return HostTensor::from_f32(shape, dequantize_blocks(type, p, n, what));
   }
-  fail(what, ": unknown tensor type");
 }
 
-/// float32 values → F32 / F16 / BF16 / Q8_0 bytes (Q8_0 quantises: d = amax/127 as f16).
+/// float32 values → F32 / F16 / BF16 / Q8_0 bytes (Q8_0 quantises: d = amax/127 as f16), or the
+/// blocks of gguf_quantize.hpp (MXFP4, Q2_K..Q6_K, IQ2_XXS).
 inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorType type) {
   std::vector<uint8_t> out;
   auto put16 = [&](uint16_t h) { out.push_back(h & 0xFF); out.push_back(h >> 8); };
@@ -318,7 +350,10 @@ inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorTyp
           out.push_back(static_cast<uint8_t>(static_cast<int8_t>(d ? std::max(-127.0f, std::min(127.0f, std::nearbyint(v[b + j] / d))) : 0)));
       }
       break;
-    default: fail("gguf: encode_values cannot write type ", tensor_type_name(type));
+    default:
+      DS41_CHECK(quantizable_block_type(type), "gguf: encode_values cannot write type ", tensor_type_name(type));
+      out = quantize_blocks(v, type);  // gguf_quantize.hpp
+      break;
   }
   return out;
 }

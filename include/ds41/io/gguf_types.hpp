@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 #include "../core/error.hpp"
+#include "../core/ggml_quants.hpp"
 #include "../core/numeric.hpp"
 
 #include "../core/fp_exact_begin.hpp"
@@ -47,37 +49,71 @@ inline size_t value_type_size(ValueType t) {
   }
 }
 
-/// Tensor types: ggml's ids for the standard ones; two ds41 types (ids far above ggml's range)
-/// for DeepSeek's fp8 storage, which ggml has no type for (docs/GGUF.md).
+/// Tensor types: ggml's ids (core/ggml_quants.hpp's table: every id ggml knows is parsed, sized
+/// and named from it) and two ds41 types (ids far above ggml's range) for DeepSeek's fp8 storage,
+/// which ggml has no type for (docs/GGUF.md). The enumerators are the types ds41 reads; a file may
+/// hold any other id of ggml's table, which is refused when a tensor of it is loaded.
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
   kQ8_0 = 8,    // blocks of 32: f16 scale d, 32 int8; value = d * q
+  kQ2_K = 10,   // the K-quants and IQ2_XXS: 256 per block (ggml_quants.hpp), widened to f32 at load
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kIQ2_XXS = 16,
+  kI8 = 24,     // int8; as an engram table [rows, K + K/32], the bytes of DS41_FP8_ROW rows (row264)
   kBF16 = 30,
   kMXFP4 = 39,  // blocks of 32: e8m0 exponent, 16 bytes; element j low nibble of qs[j], j+16 high
   kDs41Fp8Row = 1000,      // per row: K e4m3 codes, then K/32 e8m0 scales (engram tables)
   kDs41Fp8Block32 = 1001,  // [N,K] e4m3 codes, then ceil(N/32)·ceil(K/32) float32 block scales
 };
 
-inline bool known_tensor_type(uint32_t t) {
-  switch (static_cast<TensorType>(t)) {
-    case TensorType::kF32: case TensorType::kF16: case TensorType::kQ8_0: case TensorType::kBF16:
-    case TensorType::kMXFP4: case TensorType::kDs41Fp8Row: case TensorType::kDs41Fp8Block32: return true;
+inline bool ds41_tensor_type(uint32_t t) {
+  return t == static_cast<uint32_t>(TensorType::kDs41Fp8Row) || t == static_cast<uint32_t>(TensorType::kDs41Fp8Block32);
+}
+/// Whether a file may hold the id: ggml knows it (its size is in the table) or it is one of ds41's.
+inline bool known_tensor_type(uint32_t t) { return ds41_tensor_type(t) || ggml_type_info(t) != nullptr; }
+
+/// ggml's row of a type (nullptr for ds41's own types and unknown ids).
+inline const GgmlTypeInfo* ggml_info(TensorType t) { return ggml_type_info(static_cast<uint32_t>(t)); }
+
+/// The type's name as llama.cpp prints it in upper case ("Q2_K", "IQ2_XXS", "F32"), ds41's own
+/// names for its types, "type N" for an id nobody knows.
+inline std::string tensor_type_name(TensorType t) {
+  if (t == TensorType::kDs41Fp8Row) return "DS41_FP8_ROW";
+  if (t == TensorType::kDs41Fp8Block32) return "DS41_FP8_BLOCK32";
+  const GgmlTypeInfo* info = ggml_info(t);
+  if (!info) return "type " + std::to_string(static_cast<uint32_t>(t));
+  std::string n = info->name;
+  for (char& ch : n) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return n;
+}
+
+/// The type a name (either case: "q4_K", "Q4_K", "iq2_xxs") stands for; false when none.
+inline bool tensor_type_from_name(const std::string& name, TensorType* out) {
+  for (uint32_t id : {static_cast<uint32_t>(TensorType::kDs41Fp8Row), static_cast<uint32_t>(TensorType::kDs41Fp8Block32)})
+    if (tensor_type_name(static_cast<TensorType>(id)) == name) return *out = static_cast<TensorType>(id), true;
+  for (const GgmlTypeInfo& info : kGgmlTypes) {
+    const std::string n = tensor_type_name(static_cast<TensorType>(info.type));
+    if (n.size() != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < n.size() && same; ++i)
+      same = std::toupper(static_cast<unsigned char>(name[i])) == static_cast<unsigned char>(n[i]);
+    if (same) return *out = static_cast<TensorType>(info.type), true;
   }
   return false;
 }
 
-inline const char* tensor_type_name(TensorType t) {
+/// Whether ds41 loads tensors of the type: kept (F32, BF16, MXFP4, its fp8 types), or widened to
+/// f32 (F16, and every block type core/ggml_quants.hpp dequantizes).
+inline bool readable_tensor_type(TensorType t) {
   switch (t) {
-    case TensorType::kF32: return "F32";
-    case TensorType::kF16: return "F16";
-    case TensorType::kQ8_0: return "Q8_0";
-    case TensorType::kBF16: return "BF16";
-    case TensorType::kMXFP4: return "MXFP4";
-    case TensorType::kDs41Fp8Row: return "DS41_FP8_ROW";
-    case TensorType::kDs41Fp8Block32: return "DS41_FP8_BLOCK32";
+    case TensorType::kF32: case TensorType::kF16: case TensorType::kBF16: case TensorType::kMXFP4:
+    case TensorType::kDs41Fp8Row: case TensorType::kDs41Fp8Block32: return true;
+    default: return ggml_info(t) && ggml_block_dequantizable(static_cast<GgmlType>(t));
   }
-  return "unknown";
 }
 
 /// Bytes of a tensor of type t with dims (innermost first); throws on shapes the type cannot hold.
@@ -89,19 +125,19 @@ inline uint64_t tensor_bytes(TensorType t, const std::vector<uint64_t>& dims, co
     DS41_CHECK(inner % b == 0, what, ": type ", tensor_type_name(t), " needs the innermost dimension (", inner,
                ") to be a multiple of ", b);
   };
-  switch (t) {
-    case TensorType::kF32: return n * 4;
-    case TensorType::kF16: case TensorType::kBF16: return n * 2;
-    case TensorType::kQ8_0: need_block(32); return n / 32 * 34;
-    case TensorType::kMXFP4: need_block(32); return n / 32 * 17;
-    case TensorType::kDs41Fp8Row: need_block(32); return n + n / 32;
-    case TensorType::kDs41Fp8Block32: {
-      DS41_CHECK(dims.size() == 2, what, ": type DS41_FP8_BLOCK32 needs a matrix, got ", dims.size(), " dims");
-      const uint64_t kb = (dims[0] + 31) / 32, nb = (dims[1] + 31) / 32;
-      return n + 4 * kb * nb;
-    }
+  if (t == TensorType::kDs41Fp8Row) {
+    need_block(32);
+    return n + n / 32;
   }
-  fail(what, ": unknown tensor type ", static_cast<uint32_t>(t));
+  if (t == TensorType::kDs41Fp8Block32) {
+    DS41_CHECK(dims.size() == 2, what, ": type DS41_FP8_BLOCK32 needs a matrix, got ", dims.size(), " dims");
+    const uint64_t kb = (dims[0] + 31) / 32, nb = (dims[1] + 31) / 32;
+    return n + 4 * kb * nb;
+  }
+  const GgmlTypeInfo* info = ggml_info(t);
+  DS41_CHECK(info, what, ": unknown tensor type ", static_cast<uint32_t>(t));
+  need_block(static_cast<uint64_t>(info->block_elems));
+  return n / static_cast<uint64_t>(info->block_elems) * static_cast<uint64_t>(info->block_bytes);
 }
 
 /// One metadata value. Integers keep their 64-bit pattern (never pass through a double).

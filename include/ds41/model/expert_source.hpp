@@ -113,7 +113,11 @@ class GgufExpertSource : public ExpertSource {
         const std::vector<long> shape = t->shape();
         DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
                    "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
+        const std::string where = "gguf " + s.shard(t->shard).path() + ": tensor '" + name + "'";
+        DS41_CHECK(gguf::readable_tensor_type(t->type) && t->type != gguf::TensorType::kDs41Fp8Row, where,
+                   " has type ", gguf::tensor_type_name(t->type), ", which ds41 does not read as routed experts");
         types_[k].push_back(t->type);
+        where_[k].push_back(where);
         shapes_[k].push_back({shape[1], shape[2]});
         for (int e = 0; e < c.n_routed_experts; ++e) {
           ExpertSliceMap::Slice sl;
@@ -138,7 +142,7 @@ class GgufExpertSource : public ExpertSource {
     std::array<HostTensor, 3> out;
     for (int i = 0; i < 3; ++i)
       out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], parts[i], ex.parts[i].bytes, gguf::Part::kWhole,
-                                   "expert " + std::to_string(e) + " of layer " + std::to_string(layer));
+                                   where_[i][layer] + ", expert " + std::to_string(e));
     return out;
   }
 
@@ -147,6 +151,7 @@ class GgufExpertSource : public ExpertSource {
   ExpertSliceMap map_;
   std::vector<gguf::TensorType> types_[3];  // per matrix, per layer
   std::vector<std::vector<long>> shapes_[3];
+  std::vector<std::string> where_[3];  // "gguf FILE: tensor 'NAME'", for messages
 };
 
 /// Safetensors: expert e of layer l is layers.l.ffn.experts.e.w{1,2,3}.weight, each with its

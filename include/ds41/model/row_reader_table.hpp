@@ -1,7 +1,7 @@
 // ds41/model/row_reader_table.hpp — RowReaderTable, the engram Table policy for tables too large
 // to hold: each row is read with pread when a token's hash names it, through a small LRU row
 // cache. The table is never loaded whole. Rows come from a RowSource: a GGUF shard (a DS41_FP8_ROW
-// row is self-contained: codes then e8m0 scales) or a safetensors checkpoint (the row of
+// row, or an I8 row264 row, is self-contained: codes then e8m0 scales) or a safetensors checkpoint (the row of
 // engram.embed.weight and the row of engram.embed.scale).
 //
 //   ds41::Model<B, Experts, ds41::RowReaderTable<B>> model(w.config(), w /* Gguf- or SafetensorsWeights */, ...);
@@ -39,11 +39,13 @@ class GgufRowSource : public RowSource {
   GgufRowSource(const GgufWeights& gw, const std::string& p, long rows, int head_dim) : hd_(head_dim) {
     auto [ref, t] = gw.locate(p + "embed.weight");
     where_ = "gguf " + gw.shards().shard(t->shard).path() + ": tensor '" + t->name + "'";
-    DS41_CHECK(t->type == gguf::TensorType::kDs41Fp8Row, where_, " has type ", gguf::tensor_type_name(t->type),
-               ", a row-read engram table needs DS41_FP8_ROW");
+    DS41_CHECK(gguf::engram_row_type(t->type), where_, " has type ", gguf::tensor_type_name(t->type),
+               ", a row-read engram table needs DS41_FP8_ROW or I8 rows (row264: e4m3 codes, then e8m0 scales)");
     const std::vector<long> shape = t->shape();
-    DS41_CHECK(shape == (std::vector<long>{rows, head_dim}), "gguf ", gw.shards().path(), ": tensor '", t->name,
-               "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", rows, ", ", head_dim, "]");
+    const long row_elems = t->type == gguf::TensorType::kI8 ? head_dim + head_dim / 32 : head_dim;
+    DS41_CHECK(shape == (std::vector<long>{rows, row_elems}), "gguf ", gw.shards().path(), ": tensor '", t->name,
+               "' (", gguf::tensor_type_name(t->type), ") has shape ", shape_str({shape.begin(), shape.end()}),
+               ", expected [", rows, ", ", row_elems, "]");
     shards_ = gw.shared_shards();
     shard_ = t->shard;
     offset_ = t->offset;
