@@ -1,0 +1,402 @@
+// GGUF tensor types beyond F32/F16/BF16 (issue 39): a tiny model written with its experts and
+// dense Linear weights in each of Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4, F16 (engram
+// tables as DS41_FP8_ROW or I8 row264) loads and runs, resident and with streamed experts, with
+// the bits of the same model whose weights are the dequantized values of the file's blocks
+// (core/ggml_quants.hpp: the oracle of the issue). Plus the type table's names and sizes, the
+// writer's quantizers, and the errors for truncated tensors, unknown and unread types, and
+// non-finite block scales.
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include "ds41/ds41.hpp"
+#include "ds41/io/gguf.hpp"
+#include "ds41/io/golden_run.hpp"
+#include "ds41/model/row_reader_table.hpp"
+#include "ds41/model/streamed_experts.hpp"
+#include "temp_dir.hpp"
+
+using namespace ds41;
+using namespace ds41::gguf;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("ds41-gguf-types") {}
+};
+using testing::error_of;
+
+const golden::Golden& tiny() {
+  static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");
+  return g;
+}
+
+/// The tiny golden's weights at the shapes a model asks for: each parameter from its rule (filler
+/// by name, the golden's scale, offset and storage), whatever the shape. Lets the tests widen the
+/// tiny config to rows the K-quants can hold (K % 256 == 0) and keep the golden's weights' rules.
+class RuleSource : public WeightSource {
+ public:
+  explicit RuleSource(const golden::Golden& g) {
+    for (const golden::ParamRule& p : g.params) rules_[p.name] = p;
+  }
+  bool has(const std::string& name) const override { return rules_.count(name) != 0; }
+  HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
+    const golden::ParamRule& p = rules_.at(name);
+    if (p.storage == "derived") {  // the scales of an e4m3 table, made with its codes
+      const std::string base = name.substr(0, name.size() - std::string("scale").size());
+      load(base + "weight", {shape.at(0), shape.at(1) * 32});
+      HostTensor t = scales_.at(name);
+      check_shape(name, t.shape, shape);
+      return put(name, t);
+    }
+    long n = 1;
+    for (long d : shape) n *= d;
+    const uint64_t h = filler::fnv1a64(p.name);
+    std::vector<float> v(n);
+    for (long i = 0; i < n; ++i) v[i] = filler::fixed_value_h(h, static_cast<uint64_t>(i), p.scale, p.offset);
+    if (p.storage == "f32") return put(name, HostTensor::from_f32(shape, v));
+    if (p.storage == "bf16") {
+      for (float& x : v) x = bf16_round(x);
+      return put(name, HostTensor::from_bf16_values(shape, v));
+    }
+    REQUIRE(p.storage == "e4m3_pow2_block32");
+    const long rows = shape.at(0), cols = shape.at(1), nb = (cols + 31) / 32;
+    std::vector<float> sc(static_cast<size_t>(rows) * nb);
+    for (long r = 0; r < rows; ++r) filler::quantize_e4m3_pow2_row(&v[r * cols], static_cast<int>(cols), &sc[r * nb]);
+    const std::string scale = name.substr(0, name.size() - std::string("weight").size()) + "scale";
+    scales_[scale] = HostTensor::from_f32({rows, nb}, sc);
+    if (rules_.count(scale)) put(scale, scales_[scale]);
+    return put(name, HostTensor::from_f32(shape, v));
+  }
+  /// Every tensor handed out, by name.
+  const WeightSet& seen() const { return seen_; }
+
+ private:
+  HostTensor put(const std::string& name, HostTensor t) const {
+    seen_.put(name, t);
+    return t;
+  }
+  std::map<std::string, golden::ParamRule> rules_;
+  mutable std::map<std::string, HostTensor> scales_;
+  mutable WeightSet seen_;
+};
+
+/// The tiny golden's config with dim and moe_inter_dim 256 (every expert matrix, and the dense
+/// weights whose rows are dim long, can be K-quants), and its weights by the golden's rules.
+struct Wide {
+  ModelConfig config;
+  WeightSet weights;
+};
+const Wide& wide_tiny() {
+  static const Wide w = [] {
+    Wide out;
+    out.config = tiny().config;
+    out.config.dim = 256;
+    out.config.moe_inter_dim = 256;
+    out.config.validate();
+    RuleSource src(tiny());
+    { Model<HostBackend> m(out.config, src); }  // asks for every parameter at its shape
+    out.weights = src.seen();
+    return out;
+  }();
+  return w;
+}
+
+/// The logits and every capture of each step of the tiny golden's token sequence.
+struct Run {
+  std::vector<std::vector<float>> logits;
+  std::vector<golden::CollectSink> caps;
+};
+template <class ModelT>
+Run run(ModelT& model) {
+  Run out;
+  const golden::Golden& g = tiny();
+  out.caps.resize(1 + g.decode_tokens.size());
+  StepResult r = model.prefill(g.prompt_tokens, &out.caps[0]);
+  out.logits.push_back(r.logits);
+  for (size_t i = 0; i < g.decode_tokens.size(); ++i) {
+    r = model.decode(g.decode_tokens[i], &out.caps[1 + i]);
+    out.logits.push_back(r.logits);
+  }
+  model.release();
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+/// Bitwise equality of two runs; returns the number of captures compared.
+long compare(const Run& want, const Run& got, const std::string& label) {
+  REQUIRE(got.logits.size() == want.logits.size());
+  for (size_t s = 0; s < want.logits.size(); ++s) {
+    REQUIRE(!want.logits[s].empty());
+    CHECK_MESSAGE(same_bits(want.logits[s], got.logits[s]), label, ": logits of step ", s);
+  }
+  long compared = 0;
+  for (size_t s = 0; s < want.caps.size(); ++s) {
+    REQUIRE(got.caps[s].order == want.caps[s].order);
+    for (const std::string& name : want.caps[s].order) {
+      const auto& a = want.caps[s].items.at(name);
+      const auto& b = got.caps[s].items.at(name);
+      CHECK_MESSAGE((a.shape == b.shape && a.i32 == b.i32 && same_bits(a.f32, b.f32)), label, ": step ", s, " ", name);
+      ++compared;
+    }
+  }
+  return compared;
+}
+
+/// The values of a tensor's bytes as the oracle takes them: F16 and the block types through
+/// core/ggml_quants.hpp, nothing else (nullopt: the tensor is kept as it is).
+std::optional<std::vector<float>> oracle_values(TensorType type, const std::vector<uint8_t>& raw) {
+  if (type == TensorType::kF16) {
+    std::vector<float> v(raw.size() / 2);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = f16_bits_to_f32(static_cast<uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8));
+    return v;
+  }
+  const GgmlTypeInfo* info = ggml_info(type);
+  if (!info || !ggml_block_dequantizable(static_cast<GgmlType>(type))) return std::nullopt;
+  std::vector<float> v(raw.size() / info->block_bytes * info->block_elems);
+  bool ok = true;
+  for (size_t b = 0; b < raw.size() / info->block_bytes; ++b)
+    ok &= dequantize_ggml_block(static_cast<GgmlType>(type), raw.data() + b * info->block_bytes,
+                                v.data() + b * info->block_elems);
+  REQUIRE(ok);
+  return v;
+}
+
+/// The weights of a written model with every tensor the file holds in F16 or a block type replaced
+/// by its dequantized f32 values, read from the file's bytes (MXFP4: fp4 codes and scales of those
+/// values; the engram tables, rows of codes and scales, stay as they are). Counts the tensors
+/// replaced per type.
+WeightSet oracle_weights(const WeightSet& ws, const GgufWeights& gw, std::map<std::string, int>& replaced) {
+  WeightSet out;
+  for (const auto& [name, t] : ws.all()) {
+    auto [ref, ti] = gw.locate(name);
+    if (ref.part == Part::kEngramCodes || ref.part == Part::kEngramScales) {
+      out.put(name, t);
+      continue;
+    }
+    uint64_t offset = ti->offset, bytes = ti->bytes;
+    if (ref.part == Part::kExpertSlice) {
+      bytes /= ti->dims[2];
+      offset += bytes * ref.expert;
+    }
+    std::vector<uint8_t> raw(bytes);
+    gw.shards().read(ti->shard, raw.data(), bytes, offset, "oracle");
+    auto v = oracle_values(ti->type, raw);
+    if (!v) {
+      out.put(name, t);
+      continue;
+    }
+    REQUIRE(static_cast<long>(v->size()) == t.numel());
+    ++replaced[tensor_type_name(ti->type)];
+    if (ti->type != TensorType::kMXFP4) {
+      out.put(name, HostTensor::from_f32(t.shape, *v));
+      continue;
+    }
+    // MXFP4 is kept as stored, as the release's fp4: the oracle is ds41's fp4 Linear (the
+    // reference's linear(), input quantized to fp8) over ggml's values, codes and scales rebuilt
+    // from them, not an f32 Linear (docs/GGUF.md)
+    static const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    HostTensor f;
+    f.shape = t.shape;
+    f.format = WeightFormat::kFp4Block32;
+    f.payload.assign(v->size() / 2, 0);
+    bool ok = true;
+    for (size_t b = 0; b < v->size() / 32; ++b) {
+      const float scale = std::ldexp(1.0f, static_cast<int>(raw[b * 17]) - 127);
+      f.scales.push_back(scale);
+      for (size_t j = 0; j < 32; ++j) {
+        const float x = (*v)[b * 32 + j] / scale;
+        int code = -1;
+        for (int m = 0; m < 8; ++m)
+          if (std::fabs(x) == mags[m]) code = m | (x < 0 ? 8 : 0);
+        ok &= code >= 0;
+        const size_t k = b * 32 + j;
+        f.payload[k / 2] |= static_cast<uint8_t>((k & 1) ? code << 4 : code);
+      }
+    }
+    REQUIRE(ok);  // every value a code times its block's scale
+    out.put(name, std::move(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gguf types: names, ids and sizes come from ggml's table") {
+  CHECK(tensor_type_name(TensorType::kQ2_K) == "Q2_K");
+  CHECK(tensor_type_name(TensorType::kIQ2_XXS) == "IQ2_XXS");
+  CHECK(tensor_type_name(TensorType::kMXFP4) == "MXFP4");
+  CHECK(tensor_type_name(TensorType::kDs41Fp8Row) == "DS41_FP8_ROW");
+  CHECK(tensor_type_name(static_cast<TensorType>(2)) == "Q4_0");
+  CHECK(tensor_type_name(static_cast<TensorType>(77)) == "type 77");
+  TensorType t{};
+  CHECK((tensor_type_from_name("q4_K", &t) && t == TensorType::kQ4_K));
+  CHECK((tensor_type_from_name("IQ2_XXS", &t) && t == TensorType::kIQ2_XXS));
+  CHECK((tensor_type_from_name("bf16", &t) && t == TensorType::kBF16));
+  CHECK(!tensor_type_from_name("q9_K", &t));
+  CHECK(known_tensor_type(2));  // Q4_0: a file may hold it; ds41 refuses to load it
+  CHECK(!readable_tensor_type(static_cast<TensorType>(2)));
+  CHECK(!known_tensor_type(77));
+  const uint64_t per256[][2] = {{10, 84}, {11, 110}, {12, 144}, {13, 176}, {14, 210}, {16, 66}};
+  for (const auto& [id, bytes] : per256)
+    CHECK(tensor_bytes(static_cast<TensorType>(id), {512, 3}, "t") == 2 * 3 * bytes);
+  CHECK(tensor_bytes(TensorType::kI8, {264, 5}, "t") == 264 * 5);
+  CHECK(error_of([] { tensor_bytes(TensorType::kQ4_K, {64, 2}, "t"); }).find("multiple of 256") != std::string::npos);
+}
+
+TEST_CASE("gguf types: the writer's quantizers give valid blocks near their input") {
+  std::vector<float> v(512);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 7));
+  v[5] = 0.0f;
+  // the largest error allowed, as a fraction of the largest magnitude of the input (what these
+  // simple quantizers give on this input, with a margin: not ggml's quality)
+  const std::pair<TensorType, float> types[] = {
+      {TensorType::kMXFP4, 0.17f}, {TensorType::kQ2_K, 0.34f}, {TensorType::kQ3_K, 0.25f},  {TensorType::kQ4_K, 0.07f},
+      {TensorType::kQ5_K, 0.035f}, {TensorType::kQ6_K, 0.02f}, {TensorType::kIQ2_XXS, 0.5f}, {TensorType::kQ8_0, 0.005f}};
+  float amax = 0;
+  for (float x : v) amax = std::max(amax, std::fabs(x));
+  for (const auto& [type, tol] : types) {
+    CAPTURE(tensor_type_name(type));
+    const std::vector<uint8_t> b = encode_values(v, type);
+    REQUIRE(b.size() == tensor_bytes(type, {512}, "v"));
+    const HostTensor t = decode_tensor(type, {2, 256}, b.data(), b.size(), Part::kWhole, "v");
+    const std::vector<float> back = t.to_f32();
+    float err = 0;
+    for (size_t i = 0; i < v.size(); ++i) err = std::max(err, std::fabs(back[i] - v[i]));
+    MESSAGE(tensor_type_name(type), ": largest error ", err / amax, " of the largest value");
+    CHECK(err <= tol * amax);
+  }
+}
+
+TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequantized weights, resident and streamed") {
+  const Wide& wide = wide_tiny();
+  using HB = HostBackend;
+  struct Case {
+    TensorType type;
+    bool engram_i8;
+  };
+  const Case cases[] = {{TensorType::kQ2_K, true},  {TensorType::kQ3_K, false},   {TensorType::kQ4_K, true},
+                        {TensorType::kQ5_K, false}, {TensorType::kQ6_K, true},    {TensorType::kIQ2_XXS, false},
+                        {TensorType::kQ8_0, true},  {TensorType::kMXFP4, false}, {TensorType::kF16, true}};
+  for (const Case& k : cases) {
+    const std::string tn = tensor_type_name(k.type);
+    CAPTURE(tn);
+    TempDir dir;
+    WriteOptions opt;
+    opt.experts = k.type;
+    opt.dense = k.type;
+    opt.engram_i8 = k.engram_i8;
+    const WriteResult wr = write_model(wide.config, wide.weights, dir.file("m"), opt);
+    // 18 expert tensors and the dense weights whose rows fit the blocks
+    CHECK(wr.converted >= 18 + 1);
+    GgufWeights gw(wr.paths[0]);
+    for (int l = 0; l < wide.config.n_layers; ++l)
+      for (int m = 1; m <= 3; ++m) CHECK(gw.shards().find(blk(l, expert_tensor(m)))->type == k.type);
+    const int engram_layer = wide.config.engram_layer_ids.at(0);
+    CHECK(gw.shards().find(blk(engram_layer, "engram_embd.weight"))->type ==
+          (k.engram_i8 ? TensorType::kI8 : TensorType::kDs41Fp8Row));
+
+    std::map<std::string, int> replaced;
+    const WeightSet oracle = oracle_weights(wide.weights, gw, replaced);
+    CHECK(replaced[tn] >= 18 * wide.config.n_routed_experts + 1);
+    Model<HB> want_model(wide.config, oracle);
+    const Run want = run(want_model);
+
+    Model<HB> resident(gw.config(), gw);
+    CHECK(compare(want, run(resident), tn + " resident") > 1000);
+
+    StreamedExperts<HB>::Cache cache(gw, {.capacity_experts = 3});
+    REQUIRE(cache.capacity() < wide.config.n_routed_experts);
+    Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(gw.config(), gw, cache);
+    CHECK(compare(want, run(streamed), tn + " streamed") > 1000);
+    CHECK(cache.counters().bytes_read > 0);
+  }
+}
+
+TEST_CASE("gguf types: the writer keeps a tensor whose rows are not whole blocks, and says so") {
+  const golden::Golden& g = tiny();  // dim 64: no K-quant row fits
+  TempDir dir;
+  WriteOptions opt;
+  opt.experts = TensorType::kQ4_K;
+  opt.dense = TensorType::kQ8_0;
+  const WriteResult wr = write_model(g.config, golden::regenerate_weights(g), dir.file("t"), opt);
+  CHECK(wr.converted > 0);  // Q8_0 dense weights (rows of 64 or 32)
+  REQUIRE(!wr.kept.empty());
+  CHECK(wr.kept[0].find("not whole Q4_K blocks of 256") != std::string::npos);
+  GgufShards s(wr.paths[0]);
+  CHECK(s.find("blk.0.ffn_gate_exps.weight")->type == TensorType::kBF16);
+  CHECK(s.find("blk.0.attn_q_a.weight")->type == TensorType::kQ8_0);
+  CHECK(s.find("blk.0.ffn_gate_inp.weight")->type != TensorType::kQ8_0);  // the router stays wide
+}
+
+TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite scales are refused by name") {
+  TempDir dir;
+  std::vector<float> v(2 * 256);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 13) - 6.0f;
+
+  SUBCASE("a Q2_K tensor cut short") {
+    GgufWriter w;
+    w.add_tensor("blk.0.ffn_gate_exps.weight", {2, 256}, TensorType::kQ2_K, encode_values(v, TensorType::kQ2_K));
+    const std::string p = dir.file("cut.gguf");
+    w.write_file(p);
+    fs::resize_file(p, fs::file_size(p) - 100);
+    const std::string e = error_of([&] { GgufFile f(p); });
+    CHECK(e.find(p) != std::string::npos);
+    CHECK(e.find("blk.0.ffn_gate_exps.weight") != std::string::npos);
+    CHECK(e.find("offset past the file") != std::string::npos);
+    // the bytes themselves one block short
+    const std::vector<uint8_t> b = encode_values(v, TensorType::kQ2_K);
+    const std::string d =
+        error_of([&] { decode_tensor(TensorType::kQ2_K, {2, 256}, b.data(), 84, Part::kWhole, "tensor 'x'"); });
+    CHECK(d.find("tensor 'x'") != std::string::npos);
+    CHECK(d.find("84 bytes do not hold a Q2_K tensor of shape [2, 256]") != std::string::npos);
+  }
+  SUBCASE("an id ggml does not know") {
+    GgufWriter w;
+    w.add_tensor("a", {256}, TensorType::kF32, encode_values(std::vector<float>(256, 0.0f), TensorType::kF32));
+    const std::string p = dir.file("id.gguf");
+    w.write_file(p);
+    std::vector<uint8_t> bytes;
+    {
+      std::ifstream in(p, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    // tensor info: name (8 + 1 bytes), n_dims u32, dims u64, type u32 at the end of the header's 24 bytes
+    const size_t at = 24 + 8 + 1 + 4 + 8;
+    uint32_t type;
+    std::memcpy(&type, &bytes[at], 4);
+    REQUIRE(type == 0);
+    type = 99;
+    std::memcpy(&bytes[at], &type, 4);
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const std::string e = error_of([&] { GgufFile f(p); });
+    CHECK(e.find(p) != std::string::npos);
+    CHECK(e.find("tensor 'a' has unknown or unsupported type 99") != std::string::npos);
+  }
+  SUBCASE("a type ggml knows and ds41 does not read") {
+    std::vector<uint8_t> q4_0(2 * 256 / 32 * 18, 0);
+    const std::string e =
+        error_of([&] { decode_tensor(static_cast<TensorType>(2), {2, 256}, q4_0.data(), q4_0.size(), Part::kWhole, "tensor 'q'"); });
+    CHECK(e.find("tensor 'q' has type Q4_0, which ds41 does not read") != std::string::npos);
+  }
+  SUBCASE("a block with an infinite scale") {
+    std::vector<uint8_t> b = encode_values(v, TensorType::kQ4_K);
+    b[144] = 0x00, b[145] = 0x7C;  // the second block's d = +inf
+    const std::string e =
+        error_of([&] { decode_tensor(TensorType::kQ4_K, {2, 256}, b.data(), b.size(), Part::kWhole, "tensor 'k'"); });
+    CHECK(e.find("tensor 'k': Q4_K block 1") != std::string::npos);
+    CHECK(e.find("non-finite") != std::string::npos);
+  }
+  SUBCASE("an engram table of a type that is not rows of codes and scales") {
+    std::vector<uint8_t> b = encode_values(std::vector<float>(4 * 32, 1.0f), TensorType::kQ8_0);
+    const std::string e =
+        error_of([&] { decode_tensor(TensorType::kQ8_0, {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
+    CHECK(e.find("tensor 'e': engram table has type Q8_0") != std::string::npos);
+  }
+}
