@@ -142,7 +142,8 @@ class GgufExpertSource : public ExpertSource {
     std::array<HostTensor, 3> out;
     for (int i = 0; i < 3; ++i)
       out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], parts[i], ex.parts[i].bytes, gguf::Part::kWhole,
-                                   where_[i][layer] + ", expert " + std::to_string(e));
+                                   where_[i][layer] + ", expert " + std::to_string(e) + " of layer " +
+                                       std::to_string(layer));
     return out;
   }
 
