@@ -13,7 +13,7 @@
 #include <map>
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
-#include "ds41/io/golden_run.hpp"
+#include "ds41/testing/golden_run.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
