@@ -4,7 +4,8 @@ For each golden given (default: the tiny and the mid public goldens), a sequence
 prompt; then N times: checkpoint, one decode token, rollback — once as three Python calls
 (Sequence.checkpoint / extend / rollback) and once as one C++ loop doing the same calls on the same
 sequence (Sequence._cxx_decode_seconds). Both loops run R rounds interleaved; the medians are
-reported, and the overhead is their difference per step.
+reported, and the overhead is their difference per step (three Python calls, with the argument
+conversion, against none). The last column is the binding's floor: a call that does no work.
 
     python python/bench/step_overhead.py [GOLDEN.json ...] [--steps N] [--rounds R]
 """
@@ -37,7 +38,12 @@ def measure(path, steps, rounds):
             seq.rollback()
         py.append((time.perf_counter() - t0) / steps)
         cxx.append(seq._s._cxx_decode_seconds(tok, steps) / steps)
-    return statistics.median(py), statistics.median(cxx), model.config
+    # the binding's own floor: a call that does no work (the length property: lock, read, return)
+    t0 = time.perf_counter()
+    for _ in range(20000):
+        seq.length
+    floor = (time.perf_counter() - t0) / 20000
+    return statistics.median(py), statistics.median(cxx), floor, model.config
 
 
 def main():
@@ -47,16 +53,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="rounds of each loop (default 5)")
     a = ap.parse_args()
     paths = a.goldens or [ROOT / "golden" / "ds41_tiny_golden.json", ROOT / "golden" / "ds41_mid_golden.json"]
-    print("| model | C++ step (us) | Python step (us) | overhead per step (us) | ratio |")
-    print("|---|---|---|---|---|")
+    print("| model | C++ step (us) | Python step (us) | overhead per step (us) | ratio | an empty call (us) |")
+    print("|---|---|---|---|---|---|")
     for p in paths:
         steps = a.steps
         if not steps:  # about one second of steps per round
-            _, c, _ = measure(p, 3, 1)
+            _, c, _, _ = measure(p, 3, 1)
             steps = max(3, min(2000, int(1.0 / max(c, 1e-6))))
-        py, cxx, cfg = measure(p, steps, a.rounds)
+        py, cxx, floor, cfg = measure(p, steps, a.rounds)
         print(f"| {pathlib.Path(p).name} ({cfg['n_layers']} layers, dim {cfg['dim']}; {steps} steps x {a.rounds}) "
-              f"| {cxx * 1e6:.1f} | {py * 1e6:.1f} | {(py - cxx) * 1e6:.1f} | {py / cxx:.3f} |")
+              f"| {cxx * 1e6:.1f} | {py * 1e6:.1f} | {(py - cxx) * 1e6:.1f} | {py / cxx:.3f} | {floor * 1e6:.2f} |")
         sys.stdout.flush()
 
 
