@@ -2,11 +2,13 @@
 // engram hash parameters as deepseek41.* metadata) as GGUF shards OUT_PREFIX-0000k-of-0000n.gguf.
 //
 //   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
-//                   [--engram-i8] [--tokenizer tokenizer.json]
+//                   [--engram-i8] [--dialect llama.cpp|ds4|mxxm] [--tokenizer tokenizer.json]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
 // V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
 // 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264.
+// --dialect writes the metadata keys and tensor names of one of the published dialects
+// (docs/GGUF.md "Dialects"; default llama.cpp).
 // --tokenizer embeds a tokenizer as tokenizer.ggml.* metadata in the first shard (bos/eos/pad ids
 // from the tokenizer_config.json beside it, when there is one); needs the text layer (PCRE2, utf8proc).
 // Shards are written under temporary names and renamed at the end: a failure leaves no file.
@@ -31,6 +33,8 @@ static void print_usage(std::FILE* to) {
                "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
                "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
+               "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
+               "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --tokenizer FILE     embed tokenizer.json as tokenizer.ggml.* metadata\n"
                "  -h, --help           this help\n",
                kTypes);
@@ -72,6 +76,11 @@ int main(int argc, char** argv) {
       (a == "--type" ? opt.experts : opt.dense) = t;
     } else if (a == "--engram-i8") {
       opt.engram_i8 = true;
+    } else if (a == "--dialect") {
+      if (i + 1 >= argc) return usage("--dialect needs a name");
+      const auto d = ds41::gguf::dialect_from_name(argv[++i]);
+      if (!d) return usage(std::string("--dialect: not a dialect: ") + argv[i] + " (llama.cpp, ds4, mxxm)");
+      opt.dialect = *d;
     } else if (a == "--tokenizer") {
       if (i + 1 >= argc) return usage("--tokenizer needs a tokenizer.json");
       tokenizer_path = argv[++i];

@@ -16,15 +16,19 @@ class GgufWeights : public WeightSource {
   using Progress = gguf::GgufShards::Progress;
 
   explicit GgufWeights(const std::string& first_shard, const Progress& progress = {})
-      : shards_(std::make_shared<gguf::GgufShards>(first_shard, progress)), cfg_(gguf::read_config(*shards_)) {}
+      : shards_(std::make_shared<gguf::GgufShards>(first_shard, progress)),
+        dialect_(gguf::detect_dialect(*shards_)),
+        cfg_(gguf::read_config(*shards_, dialect_)) {}
 
   const ModelConfig& config() const { return cfg_; }
+  /// The metadata and tensor-name dialect of the file (detected from its metadata).
+  gguf::Dialect dialect() const { return dialect_; }
   const gguf::GgufShards& shards() const { return *shards_; }
   std::shared_ptr<const gguf::GgufShards> shared_shards() const { return shards_; }
 
   /// The GGUF tensor behind a reference name, with the part of it the name is; throws when absent.
   std::pair<gguf::NameRef, const gguf::TensorInfo*> locate(const std::string& name) const {
-    auto ref = gguf::to_gguf(name);
+    auto ref = gguf::to_gguf(name, dialect_);
     DS41_CHECK(ref, "gguf ", shards_->path(), ": no GGUF tensor corresponds to reference tensor '", name, "'");
     const gguf::TensorInfo* t = shards_->find(ref->gguf);
     DS41_CHECK(t, "gguf ", shards_->path(), ": missing tensor '", ref->gguf, "' (reference '", name, "')");
@@ -32,7 +36,7 @@ class GgufWeights : public WeightSource {
   }
 
   bool has(const std::string& name) const override {
-    auto ref = gguf::to_gguf(name);
+    auto ref = gguf::to_gguf(name, dialect_);
     if (!ref) return false;
     const gguf::TensorInfo* t = shards_->find(ref->gguf);
     if (!t) return false;
@@ -67,6 +71,7 @@ class GgufWeights : public WeightSource {
 
  private:
   std::shared_ptr<gguf::GgufShards> shards_;
+  gguf::Dialect dialect_;
   ModelConfig cfg_;
 };
 
@@ -100,6 +105,10 @@ struct WriteOptions {
   std::optional<TensorType> experts;  // routed experts (ffn_{gate,up,down}_exps)
   std::optional<TensorType> dense;    // the weights dense_quantized_weight names
   bool engram_i8 = false;             // engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW
+  /// Metadata keys and tensor names (docs/GGUF.md "Dialects"). ds4 always writes its engram
+  /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 neither reads nor
+  /// writes: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
+  Dialect dialect = Dialect::kLlamaCpp;
 };
 struct WriteResult {
   std::vector<std::string> paths;  // first shard first
@@ -115,7 +124,8 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
                                const WriteOptions& opt) {
   WriteResult res;
   GgufWriter out(opt.alignment);
-  write_config(out, c);
+  write_config(out, c, opt.dialect);
+  const bool engram_i8 = opt.engram_i8 || opt.dialect == Dialect::kDs4;
   auto shape_of = [&](const std::string& n) {
     // shapes are not known here without the components: ask the source for the tensor with its
     // own shape (WeightSet knows it); load() checks shape equality, so pass what it holds
@@ -150,7 +160,7 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
     const bool dense = opt.dense && dense_quantized_weight(ref);
     auto [type, bytes] = encode(t, dense ? opt.dense : std::nullopt, ref, true);
     if (dense && type == *opt.dense) ++res.converted;
-    out.add_tensor(to_gguf(ref)->gguf, t.shape, type, std::move(bytes));
+    out.add_tensor(to_gguf(ref, opt.dialect)->gguf, t.shape, type, std::move(bytes));
   };
   for (const LayerName& n : kTopNames)
     if (std::string(n.ref) == "embed.weight") put(n.ref);
@@ -179,8 +189,8 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
       const HostTensor codes = w.load(p + "engram.embed.weight", shape_of(p + "engram.embed.weight"));
       const HostTensor sc = w.load(p + "engram.embed.scale", shape_of(p + "engram.embed.scale"));
       std::vector<long> shape = codes.shape;
-      if (opt.engram_i8) shape[1] += shape[1] / 32;  // the same bytes as I8 elements
-      out.add_tensor(blk(l, "engram_embd.weight"), shape, opt.engram_i8 ? TensorType::kI8 : TensorType::kDs41Fp8Row,
+      if (engram_i8) shape[1] += shape[1] / 32;  // the same bytes as I8 elements
+      out.add_tensor(engram_table(opt.dialect, l), shape, engram_i8 ? TensorType::kI8 : TensorType::kDs41Fp8Row,
                      encode_engram_rows(codes, sc, "gguf writer: engram table of layer " + std::to_string(l)));
     }
   }
