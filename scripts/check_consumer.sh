@@ -28,7 +28,7 @@ common=(-DCMAKE_BUILD_TYPE=Release)
 
 # 1. install ds41 (header-only: configure without its tests/examples/benchmarks, install)
 cmake -S "$root" -B "$work/ds41-build" "${common[@]}" -DDS41_BUILD_TESTS=OFF -DDS41_BUILD_EXAMPLES=OFF \
-  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_CUDA=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" > "$work/ds41-build.log"
+  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_CUDA=OFF -DDS41_BUILD_PYTHON=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" > "$work/ds41-build.log"
 cmake --install "$work/ds41-build" >> "$work/ds41-build.log"
 
 # 2. configure the consumer both ways, build both at once (one translation unit each)

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # the text layer (tokenizer, engram derivation, chat) has no vector code: the README's command tests it
 cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
-  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF
+  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF -DDS41_BUILD_PYTHON=OFF
 cmake --build build-portable -j2
 # the golden at the released shapes takes minutes with vector code; the scalar fallback leaves it out,
 # and the goldens' teacher-forced and serving variants (the same kernels as the plain runs, which stay)

@@ -1,5 +1,5 @@
 // ds41/io/gguf.hpp — GGUF support in one include: reader (gguf_reader.hpp), writer
-// (gguf_writer.hpp), the deepseek41 metadata and tensor conversions (gguf_model.hpp), the name map
+// (gguf_writer.hpp), the deepseek41 metadata per dialect (gguf_config.hpp) and tensor conversions (gguf_model.hpp), the name map
 // (gguf_names.hpp) and the file-backed WeightSource GgufWeights (gguf_weights.hpp).
 #pragma once
 #include "gguf_model.hpp"

@@ -75,7 +75,7 @@ inline const char* expert_tensor(int w) { return w == 1 ? "ffn_gate_exps.weight"
 inline std::string blk(int layer, const char* suffix) { return "blk." + std::to_string(layer) + "." + suffix; }
 
 // ------------------------------------------------------------------------------------ dialects
-/// The published metadata and tensor-name dialects (detect_dialect in gguf_model.hpp).
+/// The published metadata and tensor-name dialects (detect_dialect in gguf_config.hpp).
 enum class Dialect {
   kLlamaCpp,  // llama.cpp's deepseek41 (PR #28696 / vcruz305), plus ds41's own keys: what ds41 writes
   kDs4,       // antirez's ds4 (DwarfStar): HF config names, deepseek41.config JSON, row264 engram
