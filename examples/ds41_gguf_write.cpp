@@ -56,7 +56,11 @@ static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
   }
 }
 
-int main(int argc, char** argv) {
+// ds41-gguf compiles this file too, as its `write` command (DS41_GGUF_WRITE_ENTRY=gguf_write_main)
+#ifndef DS41_GGUF_WRITE_ENTRY
+#define DS41_GGUF_WRITE_ENTRY main
+#endif
+int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
   std::string golden_path, prefix, tokenizer_path;
   ds41::gguf::WriteOptions opt;
   int& shards = opt.shards;

@@ -1,0 +1,200 @@
+// ds41-gguf — a GGUF model file as ds41 sees it (issue 39 item 6):
+//
+//   ds41-gguf info FIRST_SHARD                    dialect, the model's facts, a census of tensor types
+//                                                 with bytes, and what ds41 loads, widens or refuses
+//   ds41-gguf dequant FIRST_SHARD TENSOR --out F  a tensor's values as raw little-endian float32 (the
+//                                                 GGUF name; ggml's dequantization, as gguf-py's dump)
+//   ds41-gguf write GOLDEN.json OUT_PREFIX [...]  a golden's model as GGUF (ds41-gguf-write's options)
+//
+// Exit 0 on success, 2 on bad input (one line on stderr).
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+#include "ds41/core/ggml_quants.hpp"
+#include "ds41/core/numeric.hpp"
+#include "ds41/io/gguf.hpp"
+
+int gguf_write_main(int argc, char** argv);  // ds41_gguf_write.cpp
+
+namespace {
+
+namespace gguf = ds41::gguf;
+
+const char* const kHelp =
+    "usage: ds41-gguf COMMAND ...\n"
+    "  info FIRST_SHARD                    the dialect, the model's facts (layers, dim, heads, experts,\n"
+    "                                      vocab, engram layers), a census of tensor types (tensors,\n"
+    "                                      elements, bytes) and what ds41 does with each type: kept as\n"
+    "                                      stored, widened to f32 at load, or refused; tensors ds41 does\n"
+    "                                      not use; whether ds41 loads the model\n"
+    "  dequant FIRST_SHARD TENSOR --out F  TENSOR's values (its GGUF name, e.g. blk.0.attn_q_a.weight) as\n"
+    "                                      raw little-endian float32 in F, in the file's element order;\n"
+    "                                      block types as ggml's dequantize_row_<type> gives them\n"
+    "  write GOLDEN.json OUT_PREFIX [...]  ds41-gguf-write: a golden's model as GGUF shards; `write --help`\n"
+    "                                      lists its options (--shards, --type, --dense-type, --dialect, ...)\n"
+    "  --help                              this text\n";
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "ds41-gguf: %s\n", msg.c_str());
+  return 2;
+}
+
+/// What ds41 does with a tensor type at load.
+const char* treatment(gguf::TensorType t) {
+  using TT = gguf::TensorType;
+  if (!gguf::readable_tensor_type(t)) return "refused";
+  switch (t) {
+    case TT::kF32: case TT::kBF16: case TT::kMXFP4: case TT::kDs41Fp8Row: case TT::kDs41Fp8Block32: return "kept";
+    case TT::kI8: return "kept (engram row264)";
+    default: return "widened to f32";
+  }
+}
+
+int info(const std::string& path) {
+  const gguf::GgufShards s(path, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  std::printf("file: %s (%d shard%s, GGUF v%u, alignment %llu)\n", path.c_str(), s.shard_count(),
+              s.shard_count() == 1 ? "" : "s", s.meta().version(), static_cast<unsigned long long>(s.meta().alignment()));
+  const gguf::Value* arch = s.meta().find("general.architecture");
+  std::printf("architecture: %s\n", arch && arch->type == gguf::ValueType::kString ? arch->str.c_str() : "(none)");
+  std::optional<gguf::Dialect> dialect;
+  std::vector<std::string> problems;
+  try {
+    dialect = gguf::detect_dialect(s);
+    std::printf("dialect: %s\n", gguf::dialect_name(*dialect));
+  } catch (const ds41::Error& e) {
+    problems.push_back(e.what());
+    std::printf("dialect: none recognised (%s)\n", e.what());
+  }
+  if (dialect) {
+    try {
+      const ds41::ModelConfig c = gguf::read_config(s, *dialect);
+      std::printf("model: %d layers, dim %d, %d heads x %d, vocab %ld, max_seq_len %ld, %d routed experts top-%d "
+                  "x %d, window %d, hc %d, %zu engram layers\n",
+                  c.n_layers, c.dim, c.n_heads, c.head_dim, c.vocab_size, c.max_seq_len, c.n_routed_experts,
+                  c.n_activated_experts, c.moe_inter_dim, c.window_size, c.hc_mult, c.engram_layer_ids.size());
+    } catch (const ds41::Error& e) {
+      problems.push_back(e.what());
+      std::printf("model: its config cannot be read: %s\n", e.what());
+    }
+  }
+  struct Census {
+    long tensors = 0;
+    unsigned long long elements = 0, bytes = 0;
+  };
+  std::map<std::string, Census> census;
+  std::map<std::string, gguf::TensorType> type_of;
+  std::vector<std::string> unused, refused;
+  for (const auto& [name, t] : s.tensors()) {
+    const std::string tn = gguf::tensor_type_name(t.type);
+    Census& k = census[tn];
+    type_of[tn] = t.type;
+    ++k.tensors;
+    unsigned long long n = 1;
+    for (uint64_t d : t.dims) n *= d;
+    k.elements += n;
+    k.bytes += t.bytes;
+    if (dialect && !gguf::from_gguf(name, *dialect)) unused.push_back(name);
+    else if (!gguf::readable_tensor_type(t.type)) refused.push_back(name + " (" + tn + ")");
+  }
+  std::printf("tensors: %zu\n%-16s %8s %16s %18s  %s\n", s.tensors().size(), "type", "tensors", "elements", "bytes",
+              "at load");
+  for (const auto& [tn, k] : census)
+    std::printf("%-16s %8ld %16llu %18llu  %s\n", tn.c_str(), k.tensors, k.elements, k.bytes, treatment(type_of[tn]));
+  if (!unused.empty()) {
+    std::printf("not used by ds41 (%zu):", unused.size());
+    for (size_t i = 0; i < unused.size() && i < 8; ++i) std::printf(" %s", unused[i].c_str());
+    std::printf("%s\n", unused.size() > 8 ? " ..." : "");
+  }
+  for (const std::string& r : refused) problems.push_back("tensor " + r + ": a type ds41 does not read");
+  if (problems.empty()) {
+    std::printf("ds41 loads this model: yes\n");
+  } else {
+    std::printf("ds41 loads this model: no\n");
+    for (const std::string& p : problems) std::printf("  - %s\n", p.c_str());
+  }
+  return 0;
+}
+
+int dequant(const std::string& path, const std::string& tensor, const std::string& out) {
+  const gguf::GgufShards s(path);
+  const gguf::TensorInfo* t = s.find(tensor);
+  DS41_CHECK(t, "gguf ", path, ": no tensor named '", tensor, "' (tensor names as the file spells them)");
+  const std::vector<uint8_t> raw = s.read_tensor(*t);
+  uint64_t n = 1;
+  for (uint64_t d : t->dims) n *= d;
+  std::vector<float> v(n);
+  using TT = gguf::TensorType;
+  const std::string what = "tensor '" + tensor + "' (" + gguf::tensor_type_name(t->type) + ")";
+  if (t->type == TT::kF32) {
+    std::memcpy(v.data(), raw.data(), n * 4);
+  } else if (t->type == TT::kF16 || t->type == TT::kBF16) {
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      v[i] = t->type == TT::kF16 ? gguf::f16_to_f32(h) : ds41::bf16_to_f32(h);
+    }
+  } else {
+    const ds41::GgmlTypeInfo* info = ds41::ggml_type_info(static_cast<uint32_t>(t->type));
+    DS41_CHECK(info && ds41::ggml_block_dequantizable(static_cast<ds41::GgmlType>(t->type)), what,
+               ": ds41-gguf dequantizes F32, F16, BF16 and ggml's Q8_0, MXFP4, I8, Q2_K..Q6_K and IQ2_XXS");
+    const uint64_t be = static_cast<uint64_t>(info->block_elems), bb = static_cast<uint64_t>(info->block_bytes);
+    for (uint64_t b = 0; b < n / be; ++b)
+      ds41::dequantize_ggml_block(static_cast<ds41::GgmlType>(t->type), raw.data() + b * bb, v.data() + b * be);
+  }
+  std::ofstream f(out, std::ios::binary);
+  DS41_CHECK(f.good(), "--out ", out, ": cannot create the file");
+  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  f.close();
+  DS41_CHECK(f.good(), "--out ", out, ": write failed");
+  std::printf("%s: %llu float32 values (shape", what.c_str(), static_cast<unsigned long long>(n));
+  for (long d : t->shape()) std::printf(" %ld", d);
+  std::printf(") -> %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static_assert(std::endian::native == std::endian::little, "raw little-endian output written as the host's floats");
+  if (argc < 2) return usage("no command (info, dequant, write; --help)");
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  if (cmd == "write") return gguf_write_main(argc - 1, argv + 1);
+  try {
+    if (cmd == "info") {
+      if (argc != 3) return usage("info takes one file: ds41-gguf info FIRST_SHARD");
+      return info(argv[2]);
+    }
+    if (cmd == "dequant") {
+      std::string file, tensor, out;
+      for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--out") {
+          if (i + 1 >= argc) return usage("--out needs a file");
+          out = argv[++i];
+        } else if (!a.empty() && a[0] == '-') {
+          return usage("dequant: unknown option " + a);
+        } else if (file.empty()) {
+          file = a;
+        } else if (tensor.empty()) {
+          tensor = a;
+        } else {
+          return usage("dequant: too many arguments (" + a + ")");
+        }
+      }
+      if (file.empty() || tensor.empty() || out.empty()) return usage("usage: ds41-gguf dequant FIRST_SHARD TENSOR --out F");
+      return dequant(file, tensor, out);
+    }
+  } catch (const ds41::Error& e) {
+    return usage(e.what());
+  }
+  return usage("unknown command '" + cmd + "' (info, dequant, write; --help)");
+}
