@@ -141,7 +141,9 @@ void published_keys(GgufWriter& w, Dialect d) {
 /// dialect's published files carry and ds41 ignores. Returns how many were mapped.
 int check_every_tensor_maps(const GgufShards& s, Dialect d) {
   int mapped = 0;
-  for (const auto& [name, t] : s.tensors()) {
+  for (const auto& kv : s.tensors()) {
+    const std::string& name = kv.first;  // not a structured binding: Clang 14 cannot capture one (doctest's lambdas)
+    const auto& t = kv.second;
     const auto ref = from_gguf(name, d);
     if (!ref) {
       CHECK_MESSAGE(ignored_tensor(d, name), dialect_name(d), ": tensor '", name, "' maps to no reference tensor");

@@ -261,7 +261,9 @@ TEST_CASE("gguf types: the writer's quantizers give valid blocks near their inpu
       {TensorType::kQ5_K, 0.035f}, {TensorType::kQ6_K, 0.02f}, {TensorType::kIQ2_XXS, 0.5f}, {TensorType::kQ8_0, 0.005f}};
   float amax = 0;
   for (float x : v) amax = std::max(amax, std::fabs(x));
-  for (const auto& [type, tol] : types) {
+  for (const auto& entry : types) {
+    const TensorType type = entry.first;  // not a structured binding: Clang 14 cannot capture one (CAPTURE's lambda)
+    const float tol = entry.second;
     CAPTURE(tensor_type_name(type));
     const std::vector<uint8_t> b = encode_values(v, type);
     REQUIRE(b.size() == tensor_bytes(type, {512}, "v"));
