@@ -14,6 +14,7 @@
 #include "ds41/io/gguf_reader.hpp"
 #include "ds41/io/hf_config.hpp"
 #include "ds41/text/chat.hpp"
+#include "ds41/text/checkpoint_engram.hpp"
 #include "ds41/text/engram_params.hpp"
 #include "ds41/text/gguf_tokenizer.hpp"
 #include "ds41/text/tokenizer.hpp"
@@ -135,26 +136,6 @@ inline std::optional<int32_t> eos_id(const DecodeOptions& o, const ds41::text::T
   if (tok)
     if (auto id = tok->token_to_id("<｜end▁of▁sentence｜>")) return *id;
   return std::nullopt;
-}
-
-/// The engram hash parameters of checkpoint DIR, derived from its tokenizer and config (engram.py):
-/// inference/config.json when present (the ModelArgs form), else config.json (either form).
-inline ds41::EngramHashParams derive_checkpoint_engram(const std::string& dir, const ds41::text::Tokenizer& tok) {
-  const fs::path inf = fs::path(dir) / "inference" / "config.json", top = fs::path(dir) / "config.json";
-  const fs::path cfg = fs::exists(inf) ? inf : top;
-  const ds41::text::EngramSpec spec = ds41::text::engram_spec_from_config(read_json(cfg.string()), cfg.string());
-  return ds41::text::derive_engram_params(spec, tok);
-}
-
-/// Whether checkpoint DIR's config names engram layers (the derivation is needed only then).
-inline bool checkpoint_has_engram(const std::string& dir) {
-  for (const fs::path p : {fs::path(dir) / "inference" / "config.json", fs::path(dir) / "config.json"}) {
-    if (!fs::exists(p)) continue;
-    const nlohmann::json args = ds41::safetensors::map_config(read_json(p.string()), p.string()).args;  // either form
-    if (args.contains("engram_layer_ids") && args["engram_layer_ids"].is_array() && !args["engram_layer_ids"].empty())
-      return true;
-  }
-  return false;
 }
 
 }  // namespace decode_text

@@ -94,11 +94,11 @@ int run(const DecodeOptions& o) {
   gen.tokenizer = tok.get();
   if (!o.ignore_eos) gen.eos = decode_text::eos_id(o, tok.get(), tok_path);
   // a checkpoint without a golden: the engram hash parameters from its tokenizer and config
-  if (!o.checkpoint.empty() && o.golden.empty() && decode_text::checkpoint_has_engram(o.checkpoint)) {
+  if (!o.checkpoint.empty() && o.golden.empty() && ds41::safetensors::checkpoint_has_engram(o.checkpoint)) {
     DS41_CHECK(tok != nullptr, "checkpoint ", o.checkpoint, ": its engram layers need the hash parameters, "
                "derived from the tokenizer (engram.py), and it has no tokenizer.json; give --tokenizer FILE or "
                "--golden FILE");
-    engram = decode_text::derive_checkpoint_engram(o.checkpoint, *tok);
+    engram = ds41::text::derive_checkpoint_engram(o.checkpoint, *tok);
     std::printf("engram hash parameters derived from %s (%zu token ids)\n", tok_path.c_str(), engram->token_map.size());
   }
 #else

@@ -154,7 +154,7 @@ long compare(const Run& want, const Run& got, const std::string& label) {
 std::optional<std::vector<float>> oracle_values(TensorType type, const std::vector<uint8_t>& raw) {
   if (type == TensorType::kF16) {
     std::vector<float> v(raw.size() / 2);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = f16_bits_to_f32(static_cast<uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = f16_to_f32(static_cast<uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8));
     return v;
   }
   const GgmlTypeInfo* info = ggml_info(type);

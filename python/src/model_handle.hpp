@@ -18,7 +18,7 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "ds41/testing/golden.hpp"
 #ifdef DS41_PYTHON_HAVE_TEXT
-#include "ds41/text/engram_params.hpp"
+#include "ds41/text/checkpoint_engram.hpp"
 #include "ds41/text/tokenizer.hpp"
 #endif
 
@@ -127,30 +127,17 @@ inline std::shared_ptr<ModelHandle> load_checkpoint(const std::string& dir, long
     const golden::Golden g = golden::load(golden_path);
     params.engram = g.config.engram;
     params.max_seq_len = g.config.max_seq_len;
-  } else {
-    const fs::path inf = fs::path(dir) / "inference" / "config.json", top = fs::path(dir) / "config.json";
-    const fs::path cfg = fs::exists(inf) ? inf : top;
-    bool engram = false;
-    if (fs::exists(cfg)) {
-      std::ifstream in(cfg);
-      const nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
-      DS41_CHECK(!j.is_discarded(), "checkpoint ", dir, ": ", cfg.string(), " is not JSON");
-      const nlohmann::json args = safetensors::map_config(j, cfg.string()).args;
-      engram = args.contains("engram_layer_ids") && args["engram_layer_ids"].is_array() &&
-               !args["engram_layer_ids"].empty();
+  } else if (safetensors::checkpoint_has_engram(dir)) {
 #ifdef DS41_PYTHON_HAVE_TEXT
-      if (engram) {
-        const std::string tp = tokenizer_path.empty() ? (fs::path(dir) / "tokenizer.json").string() : tokenizer_path;
-        DS41_CHECK(fs::exists(tp), "checkpoint ", dir, ": its engram layers need the hash parameters, derived from ",
-                   "the tokenizer (engram.py), and ", tp, " does not exist; pass tokenizer= or golden=");
-        const text::Tokenizer tok = text::Tokenizer::from_json_file(tp);
-        params.engram = text::derive_engram_params(text::engram_spec_from_config(j, cfg.string()), tok);
-      }
+    const std::string tp = tokenizer_path.empty() ? (fs::path(dir) / "tokenizer.json").string() : tokenizer_path;
+    DS41_CHECK(fs::exists(tp), "checkpoint ", dir, ": its engram layers need the hash parameters, derived from ",
+               "the tokenizer (engram.py), and ", tp, " does not exist; pass tokenizer= or golden=");
+    params.engram = text::derive_checkpoint_engram(dir, text::Tokenizer::from_json_file(tp));
 #else
-      DS41_CHECK(!engram, "checkpoint ", dir, ": its engram layers need the hash parameters, derived from the ",
-                 "tokenizer, and this module was built without the text layer (PCRE2, utf8proc); pass golden=");
+    (void)tokenizer_path;
+    fail("checkpoint ", dir, ": its engram layers need the hash parameters, derived from the tokenizer, and this ",
+         "module was built without the text layer (PCRE2, utf8proc); pass golden=");
 #endif
-    }
   }
   DS41_CHECK(params.max_seq_len > 0, "max_seq_len: ", params.max_seq_len, " (a positive number of positions)");
   return load_files(std::make_shared<const SafetensorsWeights>(dir, params), "checkpoint " + dir, cache_experts);

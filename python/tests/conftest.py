@@ -1,5 +1,6 @@
 import os
 import pathlib
+import tempfile
 
 import pytest
 
@@ -23,3 +24,11 @@ def tiny(goldens):
     import ds41
 
     return ds41.Model.from_golden(goldens / "ds41_tiny_golden.json")
+
+
+@pytest.fixture
+def tmp_path():
+    """A temporary directory removed after the test (pytest's own tmp_path keeps the last three
+    runs' directories under /tmp/pytest-of-USER; the project's tests leave nothing behind)."""
+    with tempfile.TemporaryDirectory(prefix="ds41-pytest-") as d:
+        yield pathlib.Path(d)

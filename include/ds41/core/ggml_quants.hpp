@@ -88,17 +88,6 @@ struct GgmlBlockFormat {
 };
 
 // ---------------------------------------------------------------- shared pieces
-/// IEEE binary16 bits to f32 (exact; subnormals kept, inf and NaN carried over). Here rather than
-/// io/gguf_types.hpp's gguf::f16_to_f32 because device code needs it; the two agree on all 65536 patterns
-/// (test_ggml_quants).
-DS41_HD float f16_bits_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0) return bits_f32(f32_bits(static_cast<float>(man) * 0x1p-24f) | sign);  // 0 or man·2^-24
-  if (exp == 31) return bits_f32(sign | 0x7F800000u | (man << 13));
-  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
 namespace ggml_detail {
 /// Little-endian loads at any alignment (blocks are packed: 34, 17, 66 ... bytes).
 DS41_HD uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
@@ -106,7 +95,7 @@ DS41_HD uint32_t load_u32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
          static_cast<uint32_t>(p[3]) << 24;
 }
-DS41_HD float load_f16(const uint8_t* p) { return f16_bits_to_f32(load_u16(p)); }
+DS41_HD float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }  // core/numeric.hpp
 DS41_HD float to_float(int v) { return static_cast<float>(v); }  // exact: |v| < 2^24 here
 
 /// The 6-bit scale and min of sub-block j (0..7) of Q4_K and Q5_K, packed in 12 bytes: j < 4 in the

@@ -45,6 +45,15 @@ DS41_HD float bf16_round(float x) {
 /// The 16-bit pattern of bf16_round(x).
 DS41_HD uint16_t bf16_bits(float x) { return static_cast<uint16_t>(f32_bits(bf16_round(x)) >> 16); }
 DS41_HD float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+/// IEEE binary16 bits to f32 (exact; subnormals kept, inf and NaN carried over): GGUF's F16 and the
+/// f16 scales of ggml's blocks (ggml_quants.hpp), safetensors' F16.
+DS41_HD float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0) return bits_f32(f32_bits(static_cast<float>(man) * 0x1p-24f) | sign);  // 0 or man·2^-24
+  if (exp == 31) return bits_f32(sign | 0x7F800000u | (man << 13));
+  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
 
 // ---------------------------------------------------------------- fp8 e4m3 (float8_e4m3fn)
 constexpr float kE4m3Max = 448.0f;

@@ -111,14 +111,9 @@ inline void quantize_block_mxfp4(const float* x, uint8_t* b) {
   const int e = std::max(1, std::min(254, k + 127));
   b[0] = static_cast<uint8_t>(e);
   std::memset(b + 1, 0, 16);
-  static const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
   const float inv = std::ldexp(1.0f, 127 - e);
   for (int j = 0; j < 32; ++j) {
-    const float a = std::fabs(x[j]) * inv;
-    int best = 0;
-    for (int m = 1; m < 8; ++m)
-      if (std::fabs(a - mags[m]) < std::fabs(a - mags[best])) best = m;
-    const uint8_t code = static_cast<uint8_t>(best | (x[j] < 0 && best ? 8 : 0));
+    const uint8_t code = e2m1_encode(x[j] * inv);  // core/numeric.hpp: nearest, ties to even
     b[1 + j % 16] |= static_cast<uint8_t>(j < 16 ? code : code << 4);
   }
 }

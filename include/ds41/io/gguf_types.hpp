@@ -223,17 +223,7 @@ struct Value {
 };
 
 /// IEEE half → float (exact).
-inline float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  if (exp == 0) {
-    if (man == 0) return bits_f32(sign);
-    float v = std::ldexp(static_cast<float>(man), -24);  // subnormal: man · 2^-24
-    return sign ? -v : v;
-  }
-  if (exp == 31) return bits_f32(sign | 0x7F800000u | (man << 13));
-  return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-}
+using ds41::f16_to_f32;  // core/numeric.hpp (device code and ggml_quants.hpp use it too)
 /// float → IEEE half, round to nearest even (values of the writer's tests; overflow saturates to inf).
 inline uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_bits(f);

@@ -246,6 +246,27 @@ inline CheckpointConfig read_checkpoint_dir_config(const std::string& dir, const
   return out;
 }
 
+/// The config file a checkpoint's engram spec is read from: DIR/inference/config.json (the
+/// ModelArgs form engram.py's caller reads), else DIR/config.json.
+inline std::string checkpoint_args_file(const std::string& dir) {
+  const std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  return ::access((base + "inference/config.json").c_str(), F_OK) == 0 ? base + "inference/config.json"
+                                                                          : base + "config.json";
+}
+
+/// Whether a checkpoint's config (either form, either file) names engram layers: the hash
+/// parameters are then needed (from a golden, or derived from the tokenizer: text/engram_params.hpp).
+inline bool checkpoint_has_engram(const std::string& dir) {
+  const std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  for (const std::string& p : {base + "inference/config.json", base + "config.json"}) {
+    if (::access(p.c_str(), F_OK) != 0) continue;
+    const nlohmann::json args = map_config(SafetensorsShards::read_json(p), p).args;
+    if (args.contains("engram_layer_ids") && args["engram_layer_ids"].is_array() && !args["engram_layer_ids"].empty())
+      return true;
+  }
+  return false;
+}
+
 /// Names that belong to parts of the released checkpoint this library does not model.
 inline bool skipped_name(const std::string& n) {
   for (const char* p : {"mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline"})
@@ -257,14 +278,8 @@ inline bool ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
-/// IEEE half → float (exact).
-inline float half_to_f32(uint16_t h) {
-  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-            : e == 31 ? (m ? NAN : INFINITY)
-                      : std::ldexp(static_cast<float>(m | 0x400), e - 25);
-  return (h & 0x8000) ? -v : v;
-}
+/// IEEE half → float (exact): core/numeric.hpp's.
+inline float half_to_f32(uint16_t h) { return f16_to_f32(h); }
 
 /// Power-of-two scales from F8_E8M0 bytes; 0xFF (NaN) is an error naming the tensor and the index.
 inline std::vector<float> e8m0_scales(const uint8_t* p, size_t n, const std::string& what) {
