@@ -1,5 +1,5 @@
 """Exact comparison of two ds41 goldens: every capture of every step (shape, dtype, n, stride, ck, data),
-argmax and tokens must be identical; the other top-level sections are diffed field by field and
+in the same order, argmax, tokens and (DSpark goldens, SCHEMA §11) the step's `dspark` record must be identical; the other top-level sections are diffed field by field and
 printed (provenance, margins and coverage fields are expected to differ between generators).
 Optional: --ckpt DIR_A DIR_B compares the checkpoint folders byte for byte.
 
@@ -17,25 +17,32 @@ ap.add_argument("--skip", default="")
 ap.add_argument("--ckpt", nargs=2)
 ns = ap.parse_args()
 a, b = json.load(open(ns.a)), json.load(open(ns.b))
-bad, n = 0, 0
+bad, n, nd = 0, 0, 0
 if len(a["steps"]) != len(b["steps"]):
     print("STEPS", len(a["steps"]), len(b["steps"]))
     bad += 1
 for sa, sb in zip(a["steps"], b["steps"]):
-    for k in ("index", "kind", "start_pos", "tokens", "argmax"):
-        if sa[k] != sb[k]:
-            print("STEP", sa["index"], k, sa[k], sb[k])
+    for k in ("index", "kind", "start_pos", "tokens", "argmax", "dspark"):
+        if sa.get(k) != sb.get(k):
+            print("STEP", sa["index"], k, sa.get(k), sb.get(k))
             bad += 1
     if list(sa["captures"]) != list(sb["captures"]):
         print("KEYS", sa["index"], sorted(set(sa["captures"]) ^ set(sb["captures"])))
         bad += 1
     for k, ca in sa["captures"].items():
         n += 1
+        nd += k.startswith("dspark.")
         cb = sb["captures"].get(k)
         if ca != cb:
             bad += 1
             print("CAPTURE", sa["index"], k, [f for f in ca if cb is None or ca[f] != cb.get(f)])
-print(f"captures compared: {n}, differing (captures or step fields): {bad}")
+print(f"captures compared: {n} (backbone {n - nd}, dspark {nd}), differing (captures or step fields): {bad}")
+wa, wb = a.get("weights_meta", {}), b.get("weights_meta", {})
+pa, pb = wa.get("params", []), wb.get("params", [])
+same_params = sum(x == y for x, y in zip(pa, pb))
+print(f"weights_meta.params: {len(pa)} vs {len(pb)} entries, {same_params} identical; "
+      f"aliases {'identical' if wa.get('aliases') == wb.get('aliases') else 'DIFFER'} "
+      f"({len(wa.get('aliases') or [])} vs {len(wb.get('aliases') or [])})")
 
 
 def diff(x, y, path):

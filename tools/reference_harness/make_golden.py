@@ -126,11 +126,25 @@ GAINS = {
     "engram_wkv": 1.0, "embed@off": 0.5, "wq_a@off": 0.3, "idx_wq_b@off": 1.0, "idx_weights_proj@off": 1.0,
     "comp_wkv@off": 0.02, "idx_wk@off": 0.0,
 }
+# DSpark goldens (SCHEMA §11.2) add these design values; weights_meta.gains lists them after "engram_wkv"
+DSPARK_GAINS = {"main_proj": 1.0, "markov_embed": 1.0, "markov_head": 1.0, "confidence_proj": 1.0}
+GAINS_ALL = dict(GAINS, **DSPARK_GAINS)
+
+
+def gains_for(args):
+    if not args.n_mtp_layers:
+        return GAINS
+    out = {}
+    for k, v in GAINS.items():
+        out[k] = v
+        if k == "engram_wkv":
+            out.update(DSPARK_GAINS)
+    return out
 
 
 def lin(gain_key, shape, off_key=None):
-    scale = GAINS[gain_key] * math.sqrt(3.0 / shape[1])
-    off = GAINS[off_key] * scale if off_key else 0.0
+    scale = GAINS_ALL[gain_key] * math.sqrt(3.0 / shape[1])
+    off = GAINS_ALL[off_key] * scale if off_key else 0.0
     return scale, off
 
 
@@ -141,6 +155,17 @@ def param_rule(name, shape):
         return "embed", "bf16", GAINS["embed"], GAINS["embed@off"] * GAINS["embed"]
     if s == "head.weight":
         return ("head (bf16 values held in an fp32 parameter)", "bf16") + lin("head", shape)
+    if s.startswith("mtp."):   # DSpark stage parameters (SCHEMA §11.2); the rest take their suffix's rule
+        if s.endswith(".main_proj.weight"):
+            return ("dspark main_proj", "bf16") + lin("main_proj", shape,
+                                                      "main_proj@off" if "main_proj@off" in GAINS_ALL else None)
+        if s.endswith(".markov_head.embed.weight"):
+            return "dspark markov embedding (rank-r bigram factor)", "bf16", GAINS_ALL["markov_embed"], 0.0
+        if s.endswith(".markov_head.head.weight"):
+            return ("dspark markov head (bf16 values held in an fp32 parameter)", "bf16") + lin("markov_head", shape)
+        if s.endswith(".confidence_head.proj.weight"):
+            return (("dspark confidence head (bf16 values held in an fp32 parameter)", "bf16")
+                    + lin("confidence_proj", shape))
     if s.endswith("norm.weight"):
         return "rmsnorm weight", "bf16", GAINS["norm_scale"], 1.0
     if s.endswith("hc_attn_fn") or s.endswith("hc_ffn_fn"):
@@ -302,11 +327,26 @@ def f32_required(a, b):
     return max(1e-4 * v, 1e-6)
 
 
+def ulp_f32(v):
+    if v <= 0:
+        return 2.0 ** -149
+    return 2.0 ** max(math.floor(math.log2(v)) - 23, -149)
+
+
+F32_KINDS = ("moe_topk", "logits_argmax", "dspark_moe_topk", "dspark_argmax")
+
+
 class Margins:
-    def __init__(self):
+    def __init__(self, dspark=False):
+        names = ("moe_topk", "index_topk", "candidate_blocks", "logits_argmax")
+        if dspark:   # SCHEMA §11.6: two more f32 kinds, with min_gap_f32_ulps
+            names += ("dspark_moe_topk", "dspark_argmax")
         self.kinds = {k: {"events": 0, "violations": 0, "ties": 0, "excluded": 0, "min_ratio": None,
                           "min_rel": None, "min_ulps": None, "tightest": None, "below_rule": []}
-                      for k in ("moe_topk", "index_topk", "candidate_blocks", "logits_argmax")}
+                      for k in names}
+        for k in names:
+            if k.startswith("dspark_"):
+                self.kinds[k]["min_f32_ulps"] = None
         self.ambiguous = []
 
     def add(self, kind, where, sel, unsel, required):
@@ -323,6 +363,10 @@ class Margins:
             ulps = gap / ulp_bf16(v)
             if k["min_ulps"] is None or ulps < k["min_ulps"]:
                 k["min_ulps"] = ulps
+        if "min_f32_ulps" in k:
+            ulps = gap / ulp_f32(v)
+            if k["min_f32_ulps"] is None or ulps < k["min_f32_ulps"]:
+                k["min_f32_ulps"] = ulps
         if gap <= 0:
             k["ties"] += 1
         if ratio < 1:
@@ -342,7 +386,7 @@ class Margins:
         for name, k in self.kinds.items():
             if k["ties"]:
                 return False
-            if name in ("moe_topk", "logits_argmax") and k["violations"]:
+            if name in F32_KINDS and k["violations"]:
                 return False
         return True
 
@@ -365,9 +409,17 @@ def build_args(cfg):
             c[k] = tuple(c[k])
     dt, edt = c.get("dtype", "bf16"), c.get("expert_dtype")
     assert (dt, edt) in (("bf16", None), ("fp8", "fp4")), (dt, edt)
-    c.update(dtype=dt, expert_dtype=edt, max_batch_size=1, temperature=0, n_mtp_layers=0,
-             dspark_block_size=0, vision_n_layers=0)
+    S, B = c.get("n_mtp_layers", 0), c.get("dspark_block_size", 0)
+    assert (S > 0) == (B > 0), ("a DSpark golden needs both n_mtp_layers > 0 and dspark_block_size > 0", S, B)
+    c.update(dtype=dt, expert_dtype=edt, max_batch_size=1, temperature=0, n_mtp_layers=S,
+             dspark_block_size=B, vision_n_layers=0)
     args = M.ModelArgs(**c)
+    if S:
+        # SCHEMA §11.1: n_layers + S compress ratios, the stages' 0 (DSparkAttention asserts it)
+        assert len(args.compress_ratios) == args.n_layers + S and not any(args.compress_ratios[args.n_layers:])
+        assert args.dspark_target_layer_ids and list(args.dspark_target_layer_ids) == sorted(
+            set(args.dspark_target_layer_ids)) and args.dspark_target_layer_ids[-1] < args.n_layers
+        assert 0 <= args.dspark_noise_token_id < args.vocab_size
     if args.engram_layer_ids:
         args.engram_num_embeddings = (0,) * len(args.engram_layer_ids)
         lay = engram.EngramLayout.from_args(args)
@@ -390,7 +442,14 @@ def build_model(args):
     sd = model.state_dict(keep_vars=True)
     tables = {}   # '<prefix>.scale' -> float64 scales, filled by its '.weight'
     ckpt = []     # (name, ckpt dtype, shape, raw bytes) in state_dict order (+ wo_a.scale), fp8 goldens
+    aliases = []  # SCHEMA §11.2: state_dict names of a tensor listed earlier (mtp.s.embed/head = embed/head)
+    first_name = {}
     for name, p in sd.items():
+        if id(p) in first_name:
+            assert name.startswith("mtp.") and name.endswith((".embed.weight", ".head.weight")), name
+            aliases.append({"name": name, "alias_of": first_name[id(p)]})
+            continue
+        first_name[id(p)] = name
         shape = list(p.shape)
         pdt = PARAM_DTYPE[p.dtype]
         extra = {}
@@ -466,7 +525,7 @@ def build_model(args):
         params_meta.append(ent)
     assert not tables, list(tables)
     model.eval()
-    return model, params_meta, tm, reassigned, ckpt
+    return model, params_meta, tm, reassigned, ckpt, aliases
 
 
 PARAM_DTYPE = {torch.bfloat16: "bf16", torch.float32: "f32", torch.float8_e4m3fn: "e4m3",
@@ -485,6 +544,14 @@ class Recorder:
         self.clamps = {"up_above": 0, "up_below": 0, "up_total": 0, "gate_above": 0, "gate_total": 0}
         self.engram_gates = []
         self.partial = {}
+        # DSpark (SCHEMA §11): mode "bb" while the backbone runs, "seed" / "draft" inside forward_spec
+        self.mode = "bb"
+        self.dcap = {}
+        self.dstage = None
+        self.dclamps = {"up_above": 0, "up_below": 0, "up_total": 0, "gate_above": 0, "gate_total": 0}
+        self.markov = []
+        self.markov_changes = []
+        self.ring_filling = []
         self._install()
 
     def put(self, name, t, layer=True):
@@ -492,6 +559,12 @@ class Recorder:
         assert key not in self.cap, key
         t = t.detach().clone()
         self.cap[key] = t
+
+    def dput(self, name, t, stage=True):
+        """a DSpark capture: 'dspark.mtp.<s>.<name>' (stage) or 'dspark.<name>'"""
+        key = f"dspark.mtp.{self.dstage}.{name}" if stage else f"dspark.{name}"
+        assert key not in self.dcap, key
+        self.dcap[key] = t.detach().clone()
 
     def _install(self):
         model, args = self.model, self.args
@@ -501,7 +574,14 @@ class Recorder:
         def act_quant_w(x, block_size=128, scale_fmt=None, scale_dtype=None, inplace=False):
             out = kernel.act_quant(x, block_size, scale_fmt, scale_dtype, inplace)
             if inplace:
-                rec.put("window_kv", x[0])
+                if rec.mode == "bb":
+                    rec.put("window_kv", x[0])
+                else:
+                    # DSparkAttention: main_kv (the ring row(s)) first, then the block's kv (drafts only)
+                    n = rec.stash["dspark_aq"]
+                    rec.stash["dspark_aq"] += 1
+                    assert n < (1 if rec.mode == "seed" else 2)
+                    rec.dput("window_kv" if n == 0 else "block_kv", x[0])
             return out
 
         def fp4_w(x, block_size=32, inplace=False, scale_dtype=torch.float8_e8m0fnu):
@@ -517,7 +597,16 @@ class Recorder:
             return out
 
         def sparse_w(q, kv, attn_sink, topk_idxs, softmax_scale):
-            rec.put("q", q[0])
+            if rec.mode == "bb":
+                rec.put("q", q[0])
+            else:
+                assert rec.mode == "draft"
+                rec.dput("q", q[0])
+                rec.dput("attn_kv", kv[0])
+                if rec.dstage == 0:
+                    rec.dput("attn_topk", topk_idxs[0], stage=False)
+                else:   # every stage passes the same list (get_dspark_topk_idxs, lru_cache)
+                    assert torch.equal(topk_idxs[0], rec.dcap["dspark.attn_topk"])
             o = kernel.sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale)
             rec.stash["attn_o"] = o
             return o
@@ -528,11 +617,22 @@ class Recorder:
 
         if model.engram_hash is not None:
             model.engram_hash.register_forward_hook(lambda m, a, o: rec.put("engram_hash", o[0].int(), False))
-        model.embed.register_forward_hook(lambda m, a, o: rec.put("embed", o[0], False))
+        def embed_hook(m, a, o):
+            # the stages share the backbone's embedding (M:1212): forward_embed's block ids come here too
+            if rec.mode == "bb":
+                rec.put("embed", o[0], False)
+            elif rec.mode == "draft":
+                rec.dput("block_ids", a[0][0].int(), stage=False)
+                rec.dput("embed", o[0], stage=False)
+        model.embed.register_forward_hook(embed_hook)
         model.norm.register_forward_pre_hook(lambda m, a: rec.put("h_final", a[0][0], False))
         model.norm.register_forward_hook(lambda m, a, o: rec.put("head_in", o[0], False))
 
         def head_hook(m, a, o):
+            if rec.mode != "bb":   # the draft head's shared LM head (M:1145), before the Markov bias
+                assert rec.mode == "draft"
+                rec.dput("head_logits", o[0], stage=False)
+                return
             rec.put("logits", o[0], False)
             lg = o[0].float()
             top = torch.topk(lg, 2).values.tolist()
@@ -541,6 +641,8 @@ class Recorder:
 
         for li, blk in enumerate(model.layers):
             self._install_block(li, blk)
+        for si, blk in enumerate(model.mtp):
+            self._install_stage(si, blk)
 
     def _install_block(self, li, blk):
         rec = self
@@ -671,6 +773,111 @@ class Recorder:
             for e in list(blk.ffn.experts) + [blk.ffn.shared_experts]:
                 e.register_forward_pre_hook(exp_pre)
 
+    def _install_stage(self, si, blk):
+        """DSpark stage si (mtp.si, a DSparkBlock): SCHEMA §11.4.3 captures under 'dspark.mtp.<si>.'"""
+        rec = self
+        args = self.args
+        last = si == len(self.model.mtp) - 1
+
+        def blk_pre(m, a):
+            rec.dstage = si
+            rec.stash["hc_calls"] = 0
+            if rec.mode == "draft":
+                rec.dput("h_in", a[0][0])
+                rec.dput("pre_mix_in", a[2][0])
+        blk.register_forward_pre_hook(blk_pre)
+
+        def blk_hook(m, a, o):
+            if rec.mode == "draft":
+                rec.dput("h_out", o[0][0])
+        blk.register_forward_hook(blk_hook)
+
+        orig_mixes = blk.hc_mixes
+
+        def mixes_w(x, hc_fn, hc_scale, hc_base):
+            assert rec.mode == "draft"
+            pre, post, comb = orig_mixes(x, hc_fn, hc_scale, hc_base)
+            which = "attn" if rec.stash["hc_calls"] == 0 else "ffn"
+            rec.stash["hc_calls"] += 1
+            if which == "ffn":
+                rec.dput("h_mid", x[0])
+            rec.dput(f"{which}_pre", pre[0])
+            rec.dput(f"{which}_post", post[0])
+            rec.dput(f"{which}_comb", comb[0])
+            return pre, post, comb
+        blk.hc_mixes = mixes_w
+
+        attn = blk.attn
+        assert attn.compressor is None and attn.indexer is None and attn.compress_ratio == 0
+
+        def attn_pre(m, a):
+            rec.dstage = si
+            rec.stash["dspark_aq"] = 0
+            if rec.mode == "draft":
+                rec.dput("attn_in", a[0][0])
+        attn.register_forward_pre_hook(attn_pre)
+
+        def attn_hook(m, a, o):
+            if rec.mode == "draft":
+                rec.dput("attn_o", rec.stash.pop("attn_o")[0])
+                rec.dput("attn_out", o[0])
+            else:
+                assert rec.stash["dspark_aq"] == 1
+        attn.register_forward_hook(attn_hook)
+
+        gate = blk.ffn.gate
+
+        def gate_hook(mod, a, out):
+            x = a[0]
+            scores = M.linear(x.float(), mod.weight.float()) / mod.gate_temp
+            if mod.score_func == "softmax":
+                scores = scores.softmax(dim=-1)
+            elif mod.score_func == "sigmoid":
+                scores = scores.sigmoid()
+            else:
+                scores = torch.nn.functional.softplus(scores).sqrt()
+            weights, indices = out
+            biased = scores + mod.bias
+            chk = biased.topk(mod.topk, dim=-1)[1]
+            assert torch.equal(torch.gather(biased, 1, chk), torch.gather(biased, 1, indices)), "router recompute"
+            rec.dput("moe_scores", scores)
+            rec.dput("moe_indices", indices.int())
+            rec.dput("moe_weights", weights)
+            E = biased.size(-1)
+            if mod.topk < E:
+                srt = torch.sort(biased, dim=-1, descending=True).values
+                for t in range(srt.size(0)):
+                    a_, b_ = srt[t, mod.topk - 1].item(), srt[t, mod.topk].item()
+                    rec.mg.add("dspark_moe_topk", {"step": rec.step, "stage": si, "position": t}, a_, b_,
+                               f32_required(a_, b_))
+        gate.register_forward_hook(gate_hook)
+        blk.ffn.register_forward_pre_hook(lambda m, a: rec.dput("ffn_in", a[0][0]))
+        blk.ffn.register_forward_hook(lambda m, a, o: rec.dput("ffn_out", o[0]))
+
+        if args.swiglu_limit > 0:
+            lim = args.swiglu_limit
+
+            def exp_pre(mod, a):
+                x = a[0]
+                g = mod.w1(x).float()
+                u = mod.w3(x).float()
+                rec.dclamps["up_above"] += int((u > lim).sum())
+                rec.dclamps["up_below"] += int((u < -lim).sum())
+                rec.dclamps["up_total"] += u.numel()
+                rec.dclamps["gate_above"] += int((g > lim).sum())
+                rec.dclamps["gate_total"] += g.numel()
+            for e in list(blk.ffn.experts) + [blk.ffn.shared_experts]:
+                e.register_forward_pre_hook(exp_pre)
+
+        if si == 0:
+            blk.main_norm.register_forward_hook(lambda m, a, o: rec.dput("main_x", o[0], stage=False))
+        if last:
+            blk.norm.register_forward_pre_hook(lambda m, a: rec.dput("h_final", a[0][0], stage=False))
+            blk.norm.register_forward_hook(lambda m, a, o: rec.dput("head_in", o[0], stage=False))
+            # called once per block position with output_ids[:, i] (M:1149-1150): (logits_bias, embed)
+            blk.markov_head.register_forward_hook(
+                lambda m, a, o: rec.markov.append((o[1][0].detach().clone(), o[0][0].detach().clone())))
+
     def _install_indexer(self, li, attn):
         rec = self
         ix = attn.indexer
@@ -763,9 +970,10 @@ def run(spec, salt):
     args = build_args(spec["config"])
     P, D = spec["prompt_len"], spec["decode_steps"]
     assert args.max_seq_len >= P + D
-    model, params_meta, tm, reassigned, ckpt = build_model(args)
+    model, params_meta, tm, reassigned, ckpt, aliases = build_model(args)
     toks = [int(t) for t in fixed_int_np(f"inputs.{salt}.tokens", P + D, args.vocab_size)]
-    mg = Margins()
+    dspark = args.n_mtp_layers > 0
+    mg = Margins(dspark)
     rec = Recorder(model, args, mg)
     steps = []
     for j in range(D + 1):
@@ -774,15 +982,62 @@ def run(spec, salt):
         else:
             ids, sp, kind = [toks[P + j - 1]], P + j - 1, "decode"
         rec.cap = {}
+        rec.dcap = {}
+        rec.mode = "bb"
         rec.step = {"index": j, "kind": kind, "start_pos": sp}
         x = torch.tensor([ids], dtype=torch.long)
         rec.put("tokens", x[0].int(), False)
         with torch.inference_mode():
-            out_ids, logits, _ = model(x, sp)
-        steps.append({"index": j, "kind": kind, "start_pos": sp, "tokens": ids, "argmax": int(out_ids[0]),
-                      "raw": rec.cap})
+            out_ids, logits, main_hidden = model(x, sp)
+        st = {"index": j, "kind": kind, "start_pos": sp, "tokens": ids, "argmax": int(out_ids[0]), "raw": rec.cap}
+        if dspark:
+            st["dspark"] = run_dspark_call(model, args, rec, out_ids, main_hidden, sp)
+            st["draw"] = rec.dcap
+        rec.mode = "bb"
+        steps.append(st)
     return dict(args=args, model=model, params_meta=params_meta, tm=tm, reassigned=reassigned, toks=toks,
-                steps=steps, margins=mg, rec=rec, ckpt=ckpt)
+                steps=steps, margins=mg, rec=rec, ckpt=ckpt, aliases=aliases)
+
+
+def run_dspark_call(model, args, rec, out_ids, main_hidden, sp):
+    """SCHEMA §11.3: forward_spec(output_ids, main_hidden[, P]) exactly as model.py's __main__ (M:1303-1309)"""
+    B = args.dspark_block_size
+    rec.mode = "seed" if sp == 0 else "draft"
+    rec.markov = []
+    rec.dput("main_hidden", main_hidden[0], stage=False)
+    with torch.inference_mode():
+        res = model.forward_spec(out_ids, main_hidden, sp)
+    info = {"call": f"forward_spec(output_ids, main_hidden, {sp})", "start_pos": sp, "anchor": int(out_ids[0]),
+            "main_hidden_rows": int(main_hidden.size(1)), "role": rec.mode}
+    if sp == 0:
+        assert res is None and not rec.markov
+        return info
+    draft_ids, logits, confidence = res
+    assert len(rec.markov) == B
+    markov_embed = torch.stack([e for e, _ in rec.markov])
+    markov_bias = torch.stack([b for _, b in rec.markov])
+    rec.dput("markov_embed", markov_embed, stage=False)
+    rec.dput("markov_bias", markov_bias, stage=False)
+    rec.dput("logits", logits[0], stage=False)
+    rec.dput("confidence", confidence[0], stage=False)
+    rec.dput("draft_tokens", draft_ids[0].int(), stage=False)
+    # the returned logits are head_logits + markov_bias, one f32 addition (M:1151)
+    assert torch.equal(logits[0], rec.dcap["dspark.head_logits"] + markov_bias)
+    lg = logits[0].float()
+    head_arg = rec.dcap["dspark.head_logits"].argmax(-1).tolist()
+    changed = []
+    for i in range(B):
+        top = torch.topk(lg[i], 2).values.tolist()
+        rec.mg.add("dspark_argmax", {"step": rec.step, "position": i}, top[0], top[1], f32_required(top[0], top[1]))
+        assert int(draft_ids[0, i + 1]) == int(lg[i].argmax())
+        if head_arg[i] != int(draft_ids[0, i + 1]):
+            changed.append(i)
+    if changed:
+        rec.markov_changes.append({"step": rec.step["index"], "positions": changed})
+    if sp + 1 < args.window_size:
+        rec.ring_filling.append({"step": rec.step["index"], "start_pos": sp, "ring_slots_attended": sp + 1})
+    info["draft_tokens"] = [int(v) for v in draft_ids[0].tolist()]
+    return info
 
 
 def order_captures(raw, n_layers):
@@ -801,14 +1056,45 @@ def order_captures(raw, n_layers):
     return out
 
 
+DSPARK_STAGE_ORDER = [
+    "h_in", "pre_mix_in", "attn_pre", "attn_post", "attn_comb", "attn_in", "window_kv", "block_kv", "q", "attn_kv",
+    "attn_o", "attn_out", "h_mid", "ffn_pre", "ffn_post", "ffn_comb", "ffn_in", "moe_scores", "moe_indices",
+    "moe_weights", "ffn_out", "h_out",
+]
+
+
+def order_dspark_captures(raw, n_stages):
+    """SCHEMA §11.4, in the reference's call order: main_hidden, main_x, block_ids, embed, the stages
+    (dspark.attn_topk right after stage 0's attn_kv, where sparse_attn first receives it), then the head"""
+    out = {}
+    for k in ("main_hidden", "main_x", "block_ids", "embed"):
+        if "dspark." + k in raw:
+            out["dspark." + k] = raw["dspark." + k]
+    for s in range(n_stages):
+        for n in DSPARK_STAGE_ORDER:
+            k = f"dspark.mtp.{s}.{n}"
+            if k in raw:
+                out[k] = raw[k]
+            if s == 0 and n == "attn_kv" and "dspark.attn_topk" in raw:
+                out["dspark.attn_topk"] = raw["dspark.attn_topk"]
+    for k in ("h_final", "head_in", "head_logits", "markov_embed", "markov_bias", "logits", "confidence",
+              "draft_tokens"):
+        if "dspark." + k in raw:
+            out["dspark." + k] = raw["dspark." + k]
+    assert len(out) == len(raw), set(raw) - set(out)
+    return out
+
+
 def margins_json(mg, search):
     kinds = {}
     for name, k in mg.kinds.items():
-        kinds[name] = {"values": "f32" if name in ("moe_topk", "logits_argmax") else "bf16",
+        kinds[name] = {"values": "f32" if name in F32_KINDS else "bf16",
                        "events": k["events"], "violations": k["violations"], "ties": k["ties"],
                        "min_gap_over_required": k["min_ratio"], "min_relative_gap": k["min_rel"],
                        "min_gap_bf16_ulps": k["min_ulps"], "excluded": k["excluded"],
                        "tightest": k["tightest"], "below_rule": k["below_rule"]}
+        if "min_f32_ulps" in k:
+            kinds[name]["min_gap_f32_ulps"] = k["min_f32_ulps"]
     return {"rule": {"bf16": "gap >= max(1e-3*v, 4*ulp_bf16(v))", "f32": "gap >= max(1e-4*v, 1e-6)",
                      "v": "max(|last selected|, |first unselected|)"},
             "rule_met": mg.rule_met(), "search": search, "forced_salt": search.get("forced", False),
@@ -824,6 +1110,18 @@ def spot_checks(params_meta, model):
     pick = [p for p in params_meta if p["name"] in ("embed.weight", "head.weight", "norm.weight")
             or p["name"].startswith("layers.0.hc_attn_fn") or p["name"] == "layers.0.hc_ffn_scale"
             or p["name"].endswith("compressor.wgate.weight") or p["name"].endswith("engram.embed.weight")]
+    # DSpark (SCHEMA §11.2): the stage-only rules and a few suffix-rule stage parameters
+    stages = sorted({int(p["name"].split(".")[1]) for p in params_meta if p["name"].startswith("mtp.")})
+    if stages:
+        S1 = stages[-1]
+        want = ["mtp.0.main_proj.weight", "mtp.0.main_norm.weight", f"mtp.{S1}.markov_head.embed.weight",
+                f"mtp.{S1}.markov_head.head.weight", f"mtp.{S1}.confidence_head.proj.weight",
+                f"mtp.{S1}.norm.weight", "mtp.0.attn.wkv.weight", f"mtp.{min(1, S1)}.ffn.gate.bias",
+                f"mtp.{S1}.ffn.experts.1.w2.weight", f"mtp.{S1}.hc_ffn_fn"]
+        by = {p["name"]: p for p in params_meta}
+        dpick = [by[n] for n in want if n in by]
+    else:
+        dpick = []
     seen_eng = 0
     qkinds = ("e4m3_pow2_block32x32", "e4m3_pow2_block32x32_bf16", "e2m1_pow2_block32")
     qpick, seen = [], set()
@@ -837,9 +1135,11 @@ def spot_checks(params_meta, model):
             nm.endswith("indexer.wq_b.weight") or nm.endswith("engram.wkv.weight") or \
             nm.endswith("shared_experts.w2.weight") or nm.endswith("experts.1.w3.weight") or \
             nm.endswith("experts.2.w2.weight")
-        if want and key not in seen:
+        if want and key not in seen and not nm.startswith("mtp."):
             seen.add(key)
             qpick.append(p)
+    qpick += [p for p in dpick if p["storage"] in qkinds]
+    pick += [p for p in dpick if p["storage"] not in qkinds]
     qout = []
     for p in qpick:
         lshape = p.get("logical_shape", p["shape"])
@@ -915,11 +1215,60 @@ def coverage_json(res, spec):
                                           "fraction_in_open_0_05_0_95": float(((g > .05) & (g < .95)).mean()),
                                           "n": int(g.size), "min": float(g.min()), "max": float(g.max()),
                                           "mean": float(g.mean())}
+    cov["sinkhorn_columns_sum_to_one"] = sinkhorn_coverage(steps, "raw")
     cov["decode_index_keys_from_other_layer"] = {
         "required": False, "ok": True,
         "note": "ratio>1 index sources on decode steps without a new group score against the index keys last "
                 "published by another layer (reference behaviour, reproduced as is)",
         "events": rec.keys_from_other}
+    if args.n_mtp_layers:
+        cov.update(dspark_coverage(res, spec))
+    for key, why in (spec.get("coverage_waived") or {}).items():
+        # SCHEMA §11.1: a waived item is not required and carries the reason
+        assert key in cov, ("coverage_waived names an unknown coverage item", key)
+        cov[key]["required"] = False
+        cov[key]["waived"] = why
+    return cov
+
+
+def sinkhorn_coverage(steps, which):
+    """max |column sum - 1| and |row sum - 1| of every comb matrix (sums in float64)"""
+    col, row = 0.0, 0.0
+    for st in steps:
+        for k, v in st.get(which, {}).items():
+            if k.endswith("_comb"):
+                v = v.double()
+                col = max(col, float((v.sum(-2) - 1).abs().max()))
+                row = max(row, float((v.sum(-1) - 1).abs().max()))
+    return {"required": True, "ok": col < 1e-5, "max_abs_colsum_minus_1": col, "max_abs_rowsum_minus_1": row}
+
+
+def dspark_coverage(res, spec):
+    """SCHEMA §11.7"""
+    args, rec = res["args"], res["rec"]
+    P, W = spec["prompt_len"], args.window_size
+    cov = {}
+    cov["dspark_sinkhorn_columns_sum_to_one"] = sinkhorn_coverage(res["steps"], "draw")
+    if args.swiglu_limit > 0:
+        c = rec.dclamps
+        cov["dspark_swiglu_clamps"] = dict({"required": True,
+                                            "ok": (c["up_above"] + c["up_below"]) > 0 and c["gate_above"] > 0,
+                                            "limit": args.swiglu_limit}, **c)
+    cov["dspark_seed_ring_split"] = {
+        "required": False, "ok": P > W, "prompt_len": P, "window_size": W,
+        "note": "prompt_len > window_size: the seeding call writes the last W main_kv rows split at slot "
+                "prompt_len % W (M:1048-1051); otherwise rows 0..P-1 (M:1046)"}
+    cov["dspark_ring_filling_in_decode"] = {
+        "required": False, "ok": bool(rec.ring_filling), "events": rec.ring_filling,
+        "note": "decode calls at start_pos + 1 < window_size attend only ring slots 0..start_pos "
+                "(get_dspark_topk_idxs, M:1020-1029)"}
+    cov["dspark_markov_bias_changes_argmax"] = {
+        "required": False, "ok": bool(rec.markov_changes), "events": rec.markov_changes,
+        "note": "draft positions whose argmax differs between head_logits and logits (= head_logits + markov_bias)"}
+    eng = sorted(set(args.dspark_target_layer_ids) & set(args.engram_layer_ids or ()))
+    cov["dspark_target_layer_with_engram"] = {
+        "required": False, "ok": bool(eng), "layers": eng,
+        "note": "main_hidden of an engram layer is taken after the engram (M:1262-1266)"}
     return cov
 
 
@@ -979,10 +1328,17 @@ def to_golden(spec, salt, res, search, ckpt_dir=None, ckpt_files=None):
         "patches": patches(),
         "shim_semantic_choices": SHIM_CHOICES,
     })
+    if args.n_mtp_layers:
+        fixture["dspark"] = dict(DSPARK_FIXTURE_TEXT)
+    if spec.get("coverage_waived"):
+        fixture["coverage_waived"] = dict(spec["coverage_waived"])
     filler = FILLER
     if args.dtype == "fp8":
         filler = dict(FILLER, storage=dict(FILLER["storage"], **FILLER_FP8_STORAGE))
-    weights_meta = {"filler": filler, "gains": GAINS, "params": res["params_meta"]}
+    weights_meta = {"filler": filler, "gains": gains_for(args), "params": res["params_meta"]}
+    if res["aliases"]:
+        weights_meta["aliases"] = res["aliases"]
+        weights_meta["aliases_rule"] = ALIASES_RULE
     if args.dtype == "fp8":
         extra = [t[0] for t in res["ckpt"] if t[0].endswith("attn.wo_a.scale")]
         weights_meta["checkpoint"] = dict(CHECKPOINT_TEXT, dir=os.path.basename(ckpt_dir))
@@ -993,8 +1349,13 @@ def to_golden(spec, salt, res, search, ckpt_dir=None, ckpt_files=None):
     steps = []
     for s in res["steps"]:
         caps = order_captures(s["raw"], args.n_layers)
-        steps.append({"index": s["index"], "kind": s["kind"], "start_pos": s["start_pos"], "tokens": s["tokens"],
-                      "argmax": s["argmax"], "captures": {k: capture(v) for k, v in caps.items()}})
+        st = {"index": s["index"], "kind": s["kind"], "start_pos": s["start_pos"], "tokens": s["tokens"],
+              "argmax": s["argmax"]}
+        if "dspark" in s:
+            st["dspark"] = s["dspark"]
+            caps.update(order_dspark_captures(s["draw"], args.n_mtp_layers))
+        st["captures"] = {k: capture(v) for k, v in caps.items()}
+        steps.append(st)
     return {
         "schema": "ds41-golden/1",
         "fixture": fixture,
@@ -1051,6 +1412,22 @@ CHECKPOINT_TEXT = {
     "config_rule": "DeepSeek's inference/config.json keys in its order with this fixture's ModelArgs values, then any "
                    "other ModelArgs field that differs from model.py's default, without the runtime fields "
                    "max_batch_size, max_seq_len, temperature",
+}
+
+ALIASES_RULE = ("state_dict names of parameters listed above under another name (model.py attaches the backbone's "
+                "embed and head to every DSpark stage, M:1212-1213): the same tensor, not regenerated, not stored in a "
+                "checkpoint")
+DSPARK_FIXTURE_TEXT = {
+    "source": "model.py __main__ (M:1303-1309), batch 1, temperature 0 (sample() = argmax)",
+    "protocol": "steps[0]: output_ids, logits, main_hidden = model(prompt, 0), then forward_spec(output_ids, "
+                "main_hidden) with start_pos 0, which only seeds every stage's window ring with the main_kv rows of "
+                "the prompt positions and returns None; steps[j], j >= 1: output_ids, logits, main_hidden = "
+                "model([decode_tokens[j-1]], P) with P = prompt_len + j - 1, then out, logits, confidence = "
+                "forward_spec(output_ids, main_hidden, P): drafts for positions P+1 .. P+block_size. The anchor "
+                "(output_ids) is the backbone's own argmax at P, not the next teacher-forced token; no draft is ever "
+                "verified or fed back.",
+    "captures": "under 'dspark.' in each step's captures (SCHEMA.md §11.4); steps[j].dspark summarises the call "
+                "(anchor, draft tokens)",
 }
 
 ALIAS_TEXT = {
