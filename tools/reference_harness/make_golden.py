@@ -7,6 +7,10 @@ CONFIG.json: {"name", "description", "config": {ModelArgs overrides}, "prompt_le
 With "dtype": "fp8", "expert_dtype": "fp4" in config the model is built as model.py builds it for the
 released checkpoint (SCHEMA §10) and the checkpoint folder <OUT without .json/_golden.json>_ckpt/ is
 written next to OUT.
+With "n_mtp_layers" > 0 and "dspark_block_size" > 0 in config (plus the dspark_* fields, compress_ratios with
+n_layers + n_mtp_layers entries) the golden also covers the DSpark draft head (SCHEMA §11): every step calls
+forward_spec after the backbone as model.py's __main__ does, and its captures go under 'dspark.'.
+Optional spec key "coverage_waived": {coverage key: reason} (SCHEMA §11.1).
 """
 import argparse
 import dataclasses
