@@ -11,8 +11,8 @@
 //   F8_E8M0 X.scale asked for directly (engram.embed.scale)       → kF32 2^(byte-127)
 //   BF16 → kBF16, F32 → kF32, F16 → kF32 (exact)
 //
-// Names are model.py's state_dict names, the names the components ask for. mtp.* (DSpark draft
-// layers) and vision tensors are indexed but never loaded (one progress note says so).
+// Names are model.py's state_dict names, the names the components ask for, the DSpark stages'
+// mtp.* among them. Vision tensors are indexed but never loaded (one progress note says so).
 #pragma once
 #include <cmath>
 #include <cstdio>
@@ -179,8 +179,19 @@ inline ModelConfig model_config_from_args(const nlohmann::json& j, const std::st
   DS41_CHECK(static_cast<long>(c.compress_ratios.size()) == c.n_layers + n_mtp, where, ": key '", K("compress_ratios"),
              "' has ", c.compress_ratios.size(), " entries, expected n_layers + n_mtp_layers = ", c.n_layers + n_mtp,
              " (the DSpark draft layers have ratios too)");
-  c.compress_ratios.resize(c.n_layers);  // the MTP layers' ratios are not used
-  if (n_mtp > 0 && notes) notes->push_back("MTP: " + std::to_string(n_mtp) + " draft layers (mtp.*) skipped");
+  // DSpark (ModelArgs' dspark_* fields, M:131-136): a block size of 0 means no draft head
+  c.n_mtp_layers = n_mtp;
+  c.dspark_block_size = I("dspark_block_size", 0);
+  c.dspark_noise_token_id = integer("dspark_noise_token_id", 0);
+  c.dspark_target_layer_ids = to_int(ints("dspark_target_layer_ids", {}));
+  c.dspark_markov_rank = I("dspark_markov_rank", 256);
+  c.dspark_n_routed_experts = I("dspark_n_routed_experts", 0);
+  c.dspark_n_activated_experts = I("dspark_n_activated_experts", 0);
+  if (!c.has_dspark()) {
+    c.compress_ratios.resize(c.n_layers);  // MTP layers without a DSpark block size: nothing runs them
+    if (n_mtp > 0 && notes)
+      notes->push_back("MTP: " + std::to_string(n_mtp) + " layers without dspark_block_size (mtp.* not loaded)");
+  }
   if (!c.engram_layer_ids.empty()) {
     DS41_CHECK(params.engram.has_value(), where, ": engram layers ", shape_str({c.engram_layer_ids.begin(), c.engram_layer_ids.end()}),
                " need the engram hash parameters (token map, primes, offsets, multipliers: they come from the "
@@ -267,9 +278,10 @@ inline bool checkpoint_has_engram(const std::string& dir) {
   return false;
 }
 
-/// Names that belong to parts of the released checkpoint this library does not model.
+/// Names that belong to parts of the released checkpoint this library does not model (the
+/// DSpark stages mtp.* it does: model/dspark.hpp).
 inline bool skipped_name(const std::string& n) {
-  for (const char* p : {"mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline"})
+  for (const char* p : {"vision.", "aligner.", "image_start", "image_end", "image_newline"})
     if (n.rfind(p, 0) == 0) return true;
   return false;
 }
@@ -368,7 +380,7 @@ class SafetensorsWeights : public WeightSource {
       if (safetensors::skipped_name(name)) ++skipped;
       else total_bytes_ += t.bytes;
     }
-    if (skipped) notes.push_back(std::to_string(skipped) + " mtp/vision tensors are not loaded");
+    if (skipped) notes.push_back(std::to_string(skipped) + " vision tensors are not loaded");
     if (progress_)
       for (const std::string& n : notes) progress_("note: " + n);
   }

@@ -127,8 +127,43 @@ class CompressedAttnT {
     typename IndexerT<B>::Queries index;
   };
   /// (Public, as the functions below: CUDA's extended lambdas may not live in private members.)
+  /// The K=V rows of inputs x [T, dim] at their positions (M:722-726, 1039-1042): kv_norm(wkv(x)),
+  /// RoPE on the tail, fp8 round trip; tapped as `name`.
   template <class TapT>
-  Projection project(const float* x, long T, const RowPositions<B>& pos, const TapT& tap) const {
+  Buf<float> window_kv(const float* x, long T, const RowPositions<B>& pos, const TapT& tap,
+                       const char* name = "window_kv") const {
+    const int D = D_;
+    auto kv = B::template alloc<float>(static_cast<size_t>(T) * D);
+    B::linear(x, T, dim_, wkv_.view(), kv.data(), D, OutRound::kBF16);
+    Ops<B>::rmsnorm(kv.data(), T, D, kv_norm_.data(), eps_);
+    pos.rope(kv.data(), T, 1, D, rd_, rope_, false);
+    Ops<B>::roundtrip(kv.data(), T, D, kFp8Block, RoundTrip::kFp8Pow2);
+    tap.f32(name, kv.data(), {T, D});
+    return kv;
+  }
+
+  /// Rows kv [T, D] at positions start..start+T-1 into the window ring (slot = position % W): a
+  /// prompt (start 0) keeps its last W rows; a row past the prompt overwrites its slot, saved
+  /// first while the sequence has a checkpoint open.
+  void write_window(State& st, const float* kv, long T, long start) const {
+    const int D = D_;
+    const long W = W_;
+    float* ring = st.window.data();
+    const bool prefill = start == 0;
+    const long first = T > W ? T - W : 0;
+    if (st.undo && !prefill)
+      for (long t = first; t < T; ++t) st.undo->save(start + t, ring + ((start + t) % W) * D, D);
+    const long n = T - first;
+    B::for_each(n * D, [=] DS41_LAMBDA(long e) {
+      long t = first + e / D, d = e % D;
+      long pos = start + t;
+      ring[(pos % W) * D + d] = kv[t * D + d];
+    });
+  }
+
+  template <class TapT>
+  Projection project(const float* x, long T, const RowPositions<B>& pos, const TapT& tap,
+                     const char* kv_name = "window_kv") const {
     const int H = H_, D = D_, rd = rd_;
     Projection p;
     // low-rank Q
@@ -139,13 +174,7 @@ class CompressedAttnT {
     B::linear(p.qr.data(), T, qr_, wq_b_.view(), p.q.data(), static_cast<long>(H) * D, OutRound::kBF16);
     pos.rope(p.q.data(), T, H, D, rd, rope_, false);
 
-    // window K=V of this step
-    p.kv = B::template alloc<float>(static_cast<size_t>(T) * D);
-    B::linear(x, T, dim_, wkv_.view(), p.kv.data(), D, OutRound::kBF16);
-    Ops<B>::rmsnorm(p.kv.data(), T, D, kv_norm_.data(), eps_);
-    pos.rope(p.kv.data(), T, 1, D, rd, rope_, false);
-    Ops<B>::roundtrip(p.kv.data(), T, D, kFp8Block, RoundTrip::kFp8Pow2);
-    tap.f32("window_kv", p.kv.data(), {T, D});
+    p.kv = window_kv(x, T, pos, tap, kv_name);
 
     if (ratio_ && kv_source_) p.comp = compressor_.project(x, T);
     if (ratio_ && index_source_) p.index = indexer_.queries(x, p.qr.data(), T, pos, rope_);
@@ -165,17 +194,7 @@ class CompressedAttnT {
     // one slot and attends over the whole ring, oldest first
     const long n_win_rows = prefill ? T : W;
     const long n_win_cols = prefill ? (T < W ? T : W) : W;
-    {
-      float* ring = st.window.data();
-      if (st.undo && !prefill) st.undo->save(start, ring + (start % W) * D, D);  // the row this step overwrites
-      const long first = prefill ? (T > W ? T - W : 0) : 0;
-      const long n = prefill ? T - first : 1;
-      B::for_each(n * D, [=] DS41_LAMBDA(long e) {
-        long t = first + e / D, d = e % D;
-        long pos = start + t;
-        ring[(pos % W) * D + d] = kv[t * D + d];
-      });
-    }
+    write_window(st, kv, prefill ? T : 1, start);
 
     // compressed part: KV rows and top-k
     long comp_len = 0, k = 0;
@@ -216,6 +235,33 @@ class CompressedAttnT {
     tap.f32("attn_o", o, {T, H, D});
   }
 
+  /// A DSpark stage's attention (M:1053-1068): the T rows of `p` are one draft block at positions
+  /// start..start+T-1 (the ring's newest row is at start-1); every block query attends, in this
+  /// order, to ring slots 0..min(W, start)-1 (slot order; slots never written are left out while
+  /// the ring fills) and to all T block rows (K=V = p.kv, not stored): non-causal within the
+  /// block. → o [T, H, D] (inverse RoPE applied). `idx_tap` receives the index list once.
+  void attend_block(const Projection& p, long T, long start, const State& st, const Tap<B>& tap, const Tap<B>& idx_tap,
+                    float* o) const {
+    const int H = H_, D = D_, rd = rd_;
+    const long W = W_, n_ring = start < W ? start : W, ncols = n_ring + T;
+    auto all_kv = B::template alloc<float>(static_cast<size_t>(W + T) * D);
+    B::copy(all_kv.data(), st.window.data(), static_cast<size_t>(W) * D);
+    B::copy(all_kv.data() + W * D, p.kv.data(), static_cast<size_t>(T) * D);
+    auto idx = B::template alloc<int32_t>(static_cast<size_t>(T) * ncols);
+    int32_t* pi = idx.data();
+    B::for_each(T * ncols, [=] DS41_LAMBDA(long e) {
+      const long i = e % ncols;
+      pi[e] = static_cast<int32_t>(i < n_ring ? i : W + (i - n_ring));
+    });
+    idx_tap.i32("attn_topk", idx.data(), {T, ncols});
+    float* q = const_cast<float*>(p.q.data());  // a teacher-forcing tap may replace it
+    tap.f32("q", q, {T, H, D});
+    tap.f32("attn_kv", all_kv.data(), {W + T, D});
+    B::sparse_attention(q, all_kv.data(), D, idx.data(), static_cast<int>(ncols), T, H, sink_.data(), scale_, o);
+    Ops<B>::rope(o, T * H, D, rd, H, start, 1, rope_.cos_t.data(), rope_.sin_t.data(), true);
+    tap.f32("attn_o", o, {T, H, D});
+  }
+
   /// The grouped low-rank output of o [T, H, D] → out [T, dim], for any rows: group g maps its
   /// heads' H·D/G values to R outputs (block-diagonal wo_a), then wo_b.
   template <class TapT>
@@ -244,6 +290,7 @@ class CompressedAttnT {
   }
 
   int ratio() const { return ratio_; }
+  int heads() const { return H_; }
 
  private:
   /// The shared compressed KV and this layer's top-k (M:728-762). Returns the compressed rows.

@@ -44,9 +44,11 @@ class Block {
 
   /// h: [T, hc, dim] in/out; pre_mix: [T, hc] in (this attention's collapse) / out (ffn_pre).
   /// hash: backend copy of the engram rows (may be null on models without engram).
+  /// input_mean (a DSpark target layer, else null): the copies' mean of the stream entering this
+  /// block (after its engram), row t at input_mean + t·mean_stride.
   void forward(float* h, float* pre_mix, const int32_t* hash, long T, long start, typename Attn::State& st,
-               SharedSlots<B>& shared, const Tap<B>& tap) {
-    layer(h, pre_mix, hash, T, T, tap,
+               SharedSlots<B>& shared, const Tap<B>& tap, float* input_mean = nullptr, long mean_stride = 0) {
+    layer(h, pre_mix, hash, T, T, tap, input_mean, mean_stride,
           [&](const float* x, float* y) { attn_.forward(x, T, start, st, shared, tap, y); });
   }
 
@@ -54,20 +56,30 @@ class Block {
   /// its position, this layer's state, its shared slots and taps). Every weight pass runs once
   /// over the N rows; row for row the same bits as forward() on that sequence alone.
   void forward_rows(float* h, float* pre_mix, const int32_t* hash, const std::vector<typename Attn::Row>& rows,
-                    const RowTaps<B>& taps) {
+                    const RowTaps<B>& taps, float* input_mean = nullptr, long mean_stride = 0) {
     const long N = static_cast<long>(rows.size());
-    layer(h, pre_mix, hash, N, 1, taps, [&](const float* x, float* y) { attn_.forward_rows(x, rows, y); });
+    layer(h, pre_mix, hash, N, 1, taps, input_mean, mean_stride,
+          [&](const float* x, float* y) { attn_.forward_rows(x, rows, y); });
   }
+
+  /// The block around a caller's attention (`attend(x, y)`: attn_in [T, dim] → attn_out), its T
+  /// rows one tensor of the reference: a DSpark stage (dspark.hpp), whose attention differs.
+  template <class Attend>
+  void forward_with(float* h, float* pre_mix, long T, const Tap<B>& tap, Attend&& attend) {
+    layer(h, pre_mix, nullptr, T, T, tap, nullptr, 0, attend);
+  }
+  const Attn& attention() const { return attn_; }
 
  private:
   /// The layer around its attention (`attend(x, y)`: attn_in → attn_out). tensor_rows: rows of
   /// the reference's tensors (HighwayT::mixes): T for one sequence, 1 for a batched step.
   template <class TapT, class Attend>
   void layer(float* h, float* pre_mix, const int32_t* hash, long T, long tensor_rows, const TapT& tap,
-             Attend&& attend) {
+             float* input_mean, long mean_stride, Attend&& attend) {
     const int hc = hc_, dim = dim_;
     const size_t n_h = static_cast<size_t>(T) * hc * dim, n_mix = static_cast<size_t>(T) * hc;
     if (engram_) engram_->forward(h, hash, T, tap, tensor_rows);
+    if (input_mean) HighwayT<B>::copies_mean(h, T, hc, dim, input_mean, mean_stride);
     tap.f32("h_in", h, {T, hc, dim});
     tap.f32("pre_mix_in", pre_mix, {T, hc}, CapType::kF32);
 

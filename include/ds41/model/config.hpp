@@ -72,9 +72,27 @@ struct ModelConfig {
   long engram_compressed_vocab_size = 0;
   long engram_vocab_size = 0;  // where the hash primes' search starts (engram.py; 0 = not stated)
   EngramHashParams engram;
+  // DSpark, the draft head (SCHEMA §11): S = n_mtp_layers stages after the backbone (layer ids
+  // n_layers .. n_layers+S-1, weights mtp.s.*), drafting dspark_block_size positions at once.
+  // 0 stages or a block size of 0: no draft head.
+  int n_mtp_layers = 0;
+  int dspark_block_size = 0;
+  long dspark_noise_token_id = 0;
+  std::vector<int> dspark_target_layer_ids;  // backbone layers whose input stream feeds the head
+  int dspark_markov_rank = 0;
+  int dspark_n_routed_experts = 0;     // 0: the backbone's
+  int dspark_n_activated_experts = 0;  // 0: the backbone's
 
   static bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-  int ratio(int layer) const { return compress_ratios.at(layer); }
+  int ratio(int layer) const {
+    // a DSpark stage past the listed ratios is window-only (the reference asserts ratio 0 there)
+    return layer >= n_layers && layer >= static_cast<int>(compress_ratios.size()) ? 0 : compress_ratios.at(layer);
+  }
+  bool has_dspark() const { return n_mtp_layers > 0 && dspark_block_size > 0; }
+  int dspark_experts() const { return dspark_n_routed_experts ? dspark_n_routed_experts : n_routed_experts; }
+  int dspark_active_experts() const {
+    return dspark_n_activated_experts ? dspark_n_activated_experts : n_activated_experts;
+  }
   bool is_kv_source(int l) const { return contains(kv_source_layers, l); }
   bool is_index_source(int l) const { return contains(index_source_layers, l); }
   bool is_candidate_source(int l) const { return l == candidate_source_layer; }
@@ -162,6 +180,9 @@ struct ModelConfig {
       DS41_CHECK(candidate_block_size > 0 && candidate_topk_blocks > 0,
                  "config: candidate prefilter needs candidate_block_size and candidate_topk_blocks > 0");
     }
+    DS41_CHECK(n_mtp_layers >= 0 && dspark_block_size >= 0, "config: n_mtp_layers ", n_mtp_layers,
+               " and dspark_block_size ", dspark_block_size, " must not be negative");
+    if (has_dspark()) validate_dspark();
     if (!engram_layer_ids.empty()) {
       DS41_CHECK(engram_max_ngram_size >= 2 && engram_n_heads > 0 && engram_head_dim > 0,
                  "config: engram needs max_ngram_size >= 2, n_heads > 0, head_dim > 0");
@@ -194,6 +215,28 @@ struct ModelConfig {
       DS41_CHECK(engram.pad_id >= 0 && engram.pad_id < std::max<long>(engram_compressed_vocab_size, 1),
                  "engram: pad_id ", engram.pad_id, " outside the compressed vocab");
     }
+  }
+
+  void validate_dspark() const {
+    DS41_CHECK(n_mtp_layers <= 64 && dspark_block_size <= 1024, "config: n_mtp_layers ", n_mtp_layers,
+               " / dspark_block_size ", dspark_block_size, " out of range (at most 64 stages, blocks of 1024)");
+    DS41_CHECK(dspark_noise_token_id >= 0 && dspark_noise_token_id < vocab_size, "config: dspark_noise_token_id ",
+               dspark_noise_token_id, " outside the vocabulary [0, ", vocab_size, ")");
+    DS41_CHECK(!dspark_target_layer_ids.empty(), "config: DSpark needs dspark_target_layer_ids (none given)");
+    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+      const int t = dspark_target_layer_ids[i];
+      DS41_CHECK(t >= 0 && t < n_layers, "config: dspark_target_layer_ids[", i, "] = ", t,
+                 " is not a backbone layer [0, ", n_layers, ")");
+      DS41_CHECK(i == 0 || t > dspark_target_layer_ids[i - 1], "config: dspark_target_layer_ids must ascend");
+    }
+    DS41_CHECK(dspark_markov_rank > 0 && dspark_markov_rank <= (1 << 16), "config: dspark_markov_rank ",
+               dspark_markov_rank, " must be in [1, 65536]");
+    DS41_CHECK(dspark_n_routed_experts >= 0 && dspark_n_routed_experts <= 1024 && dspark_n_activated_experts >= 0 &&
+                   dspark_active_experts() <= dspark_experts() && dspark_active_experts() <= 64,
+               "config: DSpark experts ", dspark_experts(), " top-", dspark_active_experts(), " out of range");
+    for (int s = 0; s < n_mtp_layers; ++s)
+      DS41_CHECK(ratio(n_layers + s) == 0, "config: compress_ratios[", n_layers + s, "] = ", ratio(n_layers + s),
+                 ", but DSpark stage ", s, " is window-only (ratio 0)");
   }
 };
 

@@ -85,6 +85,17 @@ class HighwayT {
     B::expand_post(x, res, post, comb, T, hc, dim, out);
   }
 
+  /// out[t, d] = bf16(bf16(Σ_i h[t, i, d]) / hc): torch's bf16 mean over the copies (a float32
+  /// sum in copy order rounded to bf16, then the division rounded again), into rows of `out`
+  /// `out_stride` apart (a DSpark target layer's part of main_hidden).
+  static void copies_mean(const float* h, long T, int hc, int dim, float* out, long out_stride) {
+    B::for_each_in_rows(T, dim, [=] DS41_LAMBDA(long t, long d) {
+      float acc = 0.0f;
+      for (int i = 0; i < hc; ++i) acc += h[(t * hc + i) * dim + d];
+      out[t * out_stride + d] = bf16_round(bf16_round(acc) / static_cast<float>(hc));
+    });
+  }
+
   /// hc identical copies of each row: [T, dim] -> [T, hc, dim].
   static void expand_copies(const float* x, long T, int hc, int dim, float* out) {
     B::for_each_in_rows(T * hc, dim, [=] DS41_LAMBDA(long r, long d) { out[r * dim + d] = x[r / hc * dim + d]; });

@@ -16,6 +16,7 @@
 #include <vector>
 #include "block.hpp"
 #include "chunk_plan.hpp"
+#include "dspark.hpp"
 #include "sequence.hpp"
 #include "sequence_bytes.hpp"
 #include "../core/fp_exact.hpp"
@@ -52,6 +53,9 @@ class Model {
     for (int l = 0; l + 1 < c.n_layers; ++l) layers_[l]->moe().set_next(&layers_[l + 1]->moe());
     norm_ = upload_vector<B>(w, "norm.weight", c.dim);
     head_ = load_matrix<B>(w, "head.weight", c.vocab_size, c.dim);
+    // the draft head where the configuration has one and the weights carry it (a file without
+    // mtp.* serves the backbone alone; draft() then says why it cannot)
+    if (c.has_dspark() && w.has("mtp.0.main_proj.weight")) dspark_ = std::make_unique<DSparkHead<B>>(c, w);
   }
 
   const ModelConfig& config() const { return cfg_; }
@@ -65,7 +69,31 @@ class Model {
     s.owner_ = this;
     s.hasher_ = EngramHasher(cfg_);
     for (const auto& l : layers_) s.layers_.push_back(l->make_state());
+    if (dspark_) s.dspark_ = dspark_->make_state();
     return s;
+  }
+
+  /// Whether the model has DSpark's draft head (draft() works).
+  bool has_draft_head() const { return dspark_ != nullptr; }
+  DSparkHead<B>& draft_head() {
+    DS41_CHECK(dspark_, "DSpark: this model has no draft head (",
+               cfg_.has_dspark() ? "the weights carry no mtp.* tensors" : "its configuration has no DSpark stages",
+               ")");
+    return *dspark_;
+  }
+
+  /// DSpark's draft at the end of `s` (forward_spec, M:1270-1282): `anchor` is the token for the
+  /// next position (the target's own prediction there); returns [anchor, d1..dB] with the draft
+  /// logits and confidences. Changes nothing in `s`: its rings already hold every position.
+  DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink = nullptr) {
+    DSparkHead<B>& head = draft_head();
+    DS41_CHECK(s.owner_ == this, "draft: the sequence was not made by this model (use model.make_sequence())");
+    DS41_CHECK(!s.broken_, "draft: the sequence's last step failed half-way; reset() it",
+               s.undo_ ? " or rollback() to its checkpoint" : "");
+    DS41_CHECK(s.pos_ > 0, "draft: the sequence is empty (a draft continues a sequence: extend it with a prompt first)");
+    DS41_CHECK(anchor >= 0 && anchor < cfg_.vocab_size, "draft: anchor token ", anchor, " is out of range [0, ",
+               cfg_.vocab_size, ")");
+    return head.draft(s.dspark_, anchor, s.pos_ - 1, embed_.view(), head_.view(), Tap<B>{sink, "dspark."});
   }
 
   /// Extend `s` by `tokens`: on an empty sequence they are its prompt (the reference's prefill);
@@ -218,14 +246,7 @@ class Model {
 
   /// Rows of the embedding table for token ids (on the backend): out[t, :] = E[ids[t], :].
   static void embed_rows(const MatrixView ev, const int32_t* ids, long T, int dim, float* out) {
-    DS41_CHECK(ev.format == WeightFormat::kBF16 || ev.format == WeightFormat::kF32, "embedding table has format ",
-               format_name(ev.format), ", expected bf16 or f32");
-    B::for_each(T * dim, [=] DS41_LAMBDA(long e) {
-      long t = e / dim, d = e % dim;
-      long off = static_cast<long>(ids[t]) * dim + d;
-      out[e] = ev.format == WeightFormat::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(ev.data)[off])
-                                                : static_cast<const float*>(ev.data)[off];
-    });
+    table_rows<B>(ev, ids, T, dim, out);
   }
 
  private:
@@ -330,6 +351,7 @@ class Model {
         slots[r] = &s.shared_;
         if (s.undo_) s.undo_->save_shared(s.pos_, s.shared_);
         for (auto& l : s.layers_) l.undo = s.undo_.get();
+        for (auto& l : s.dspark_) l.undo = s.undo_.get();
       } else {
         found = plan.after(pos[r - 1], found);
         point_slots(s, found, own[r]);
@@ -363,11 +385,18 @@ class Model {
     auto pre = B::template alloc<float>(static_cast<size_t>(N) * hc);
     HighwayT<B>::identity_pre(N, hc, pre.data());
 
+    Buf<float> main_hidden = alloc_main_hidden(N);
     std::vector<typename BlockT::Attn::Row> rows(N);
     for (int l = 0; l < cfg_.n_layers; ++l) {
       const std::string prefix = "layers." + std::to_string(l) + ".";
       for (long r = 0; r < N; ++r) rows[r] = {pos[r], &in[r].seq->layers_[l], slots[r], taps.rows[r].sub(prefix)};
-      layers_[l]->forward_rows(h.data(), pre.data(), hash.data(), rows, taps.sub(prefix));
+      layers_[l]->forward_rows(h.data(), pre.data(), hash.data(), rows, taps.sub(prefix), main_hidden_part(main_hidden, l),
+                               main_hidden_stride());
+    }
+    if (dspark_) {
+      std::vector<typename DSparkHead<B>::State*> st(N);
+      for (long r = 0; r < N; ++r) st[r] = &in[r].seq->dspark_;
+      dspark_->absorb_rows(main_hidden.data(), pos, st, taps.sub("dspark."));
     }
 
     HighwayT<B>::collapse(h.data(), pre.data(), N, hc, dim, x.data());
@@ -405,6 +434,17 @@ class Model {
     return out;
   }
 
+  /// DSpark's main_hidden of a step's rows [T, n_t·dim] (none without a draft head), and where
+  /// layer l writes its part (null unless l is a target layer).
+  Buf<float> alloc_main_hidden(long T) const {
+    return dspark_ ? B::template alloc<float>(static_cast<size_t>(T) * dspark_->hidden_width()) : Buf<float>{};
+  }
+  float* main_hidden_part(Buf<float>& mh, int l) const {
+    const int j = dspark_ ? dspark_->target_slot(l) : -1;
+    return j < 0 ? nullptr : mh.data() + static_cast<long>(j) * cfg_.dim;
+  }
+  long main_hidden_stride() const { return dspark_ ? dspark_->hidden_width() : 0; }
+
   static StepResult logits_row(const float* row, long V) {
     StepResult r;
     r.logits.assign(row, row + V);
@@ -425,6 +465,7 @@ class Model {
     if (start == 0) s.shared_.reset();  // layer 0 at position 0: a new sequence
     if (s.undo_) s.undo_->save_shared(start, s.shared_);
     for (auto& l : s.layers_) l.undo = s.undo_.get();
+    for (auto& l : s.dspark_) l.undo = s.undo_.get();
     tap.i32_host("tokens", tokens, {T});
 
     Buf<int32_t> hash;
@@ -445,9 +486,12 @@ class Model {
     auto pre = B::template alloc<float>(static_cast<size_t>(T) * hc);
     HighwayT<B>::identity_pre(T, hc, pre.data());
 
+    Buf<float> main_hidden = alloc_main_hidden(T);
     for (int l = 0; l < cfg_.n_layers; ++l)
       layers_[l]->forward(h.data(), pre.data(), hash.data(), T, start, s.layers_[l], s.shared_,
-                          tap.sub("layers." + std::to_string(l) + "."));
+                          tap.sub("layers." + std::to_string(l) + "."), main_hidden_part(main_hidden, l),
+                          main_hidden_stride());
+    if (dspark_) dspark_->absorb(main_hidden.data(), T, start, s.dspark_, tap.sub("dspark."));
 
     // final collapse with the last FFN pre, norm, head on the last position
     HighwayT<B>::collapse(h.data(), pre.data(), T, hc, dim, x.data());
@@ -485,6 +529,7 @@ class Model {
   Matrix<B> embed_, head_;
   Buf<float> norm_;
   std::vector<std::unique_ptr<BlockT>> layers_;
+  std::unique_ptr<DSparkHead<B>> dspark_;  // DSpark's draft head, where the model has one
   std::unique_ptr<Sequence> seq_;  // the one prefill/decode/release serve
 };
 

@@ -129,6 +129,7 @@ class SequenceT {
   long prompt_len_ = 0;          // the length of its prefill (its first step)
   bool broken_ = false;
   std::vector<typename Attn::State> layers_;
+  std::vector<typename Attn::State> dspark_;  // each DSpark stage's window ring (a model with a draft head)
   SharedSlots<B> shared_;
   EngramHasher hasher_;
   std::unique_ptr<UndoRecord<B>> undo_;

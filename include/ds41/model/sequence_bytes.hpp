@@ -85,6 +85,10 @@ struct SequenceBytes {
     put_i64(sh.cand_cols);
     put_dev_i32(sh.candidates.data(), sh.has_candidates ? static_cast<size_t>(sh.cand_rows * sh.cand_cols) : 0);
     put(s.hasher_.history().data(), static_cast<size_t>(c.n_engram_layers() ? s.pos_ : 0) * 8);
+    // a model with a draft head: the DSpark stages' rings (absent otherwise, so a snapshot of a
+    // model without one is what it always was)
+    if (!s.dspark_.empty()) put_i64(static_cast<int64_t>(s.dspark_.size()));
+    for (const auto& st : s.dspark_) put_dev_f32(st.window.data(), static_cast<size_t>(W) * D);
     return out;
   }
 
@@ -165,6 +169,14 @@ struct SequenceBytes {
     take_table(sh.topk, sh.topk_rows, sh.topk_cols, sh.has_topk, "top-k");
     take_table(sh.candidates, sh.cand_rows, sh.cand_cols, sh.has_candidates, "candidates");
     if (c.n_engram_layers()) take(s.hasher_.history().data(), static_cast<size_t>(pos) * 8, "engram history");
+    if (!s.dspark_.empty()) {
+      DS41_CHECK(at < n, "sequence snapshot: it holds no DSpark rings (made by a model without the draft head), ",
+                 "but this model has one");
+      const int64_t stages = take_i64("DSpark stages");
+      DS41_CHECK(stages == static_cast<int64_t>(s.dspark_.size()), "sequence snapshot: ", stages,
+                 " DSpark rings for a draft head of ", s.dspark_.size(), " stages");
+      for (auto& st : s.dspark_) take_dev_f32(st.window.data(), static_cast<size_t>(W) * D, "DSpark ring");
+    }
     DS41_CHECK(at == n, "sequence snapshot: ", n - at, " bytes left over after the state (corrupted)");
     s.pos_ = pos;
     s.prompt_len_ = prompt;

@@ -164,6 +164,19 @@ typename B::template Buffer<float> upload_vector(const WeightSource& w, const st
   return upload_f32<B>(w.load(name, {n}).to_f32());
 }
 
+/// Rows of a table (an embedding) for ids (backend memory): out[t, :] = table[ids[t], :].
+template <class B>
+void table_rows(const MatrixView& tv, const int32_t* ids, long T, int dim, float* out) {
+  DS41_CHECK(tv.format == WeightFormat::kBF16 || tv.format == WeightFormat::kF32, "embedding table has format ",
+             format_name(tv.format), ", expected bf16 or f32");
+  B::for_each(T * dim, [=] DS41_LAMBDA(long e) {
+    long t = e / dim, d = e % dim;
+    long off = static_cast<long>(ids[t]) * dim + d;
+    out[e] = tv.format == WeightFormat::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(tv.data)[off])
+                                              : static_cast<const float*>(tv.data)[off];
+  });
+}
+
 template <class B>
 Matrix<B> load_matrix(const WeightSource& w, const std::string& name, long rows, long cols) {
   return Matrix<B>(w.load(name, {rows, cols}));

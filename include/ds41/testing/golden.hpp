@@ -185,6 +185,16 @@ inline ModelConfig parse_config(const Reader& r, const json& fixture) {
   m.engram_pad_id = r.integer(c, "engram_pad_id", w);
   m.engram_compressed_vocab_size = r.integer(c, "engram_compressed_vocab_size", w);
   if (c.contains("engram_vocab_size")) m.engram_vocab_size = r.integer(c, "engram_vocab_size", w);
+  // DSpark (SCHEMA §11): absent keys mean a golden without a draft head
+  auto opt_int = [&](const char* k) { return c.contains(k) && !c[k].is_null() ? r.integer(c, k, w) : 0L; };
+  m.n_mtp_layers = static_cast<int>(opt_int("n_mtp_layers"));
+  m.dspark_block_size = static_cast<int>(opt_int("dspark_block_size"));
+  m.dspark_noise_token_id = opt_int("dspark_noise_token_id");
+  if (c.contains("dspark_target_layer_ids") && !c["dspark_target_layer_ids"].is_null())
+    m.dspark_target_layer_ids = r.int_list<int>(c, "dspark_target_layer_ids", w);
+  m.dspark_markov_rank = static_cast<int>(opt_int("dspark_markov_rank"));
+  m.dspark_n_routed_experts = static_cast<int>(opt_int("dspark_n_routed_experts"));
+  m.dspark_n_activated_experts = static_cast<int>(opt_int("dspark_n_activated_experts"));
 
   const json& e = r.req(fixture, "engram", "fixture");
   if (!e.is_null()) {

@@ -87,9 +87,20 @@ inline bool wanted(const RunOptions& o, int step, const std::string& name, int n
   return true;
 }
 
+/// Whether a capture comes from a DSpark draft call (SCHEMA §11.4.2-11.4.4) rather than from the
+/// target step itself (dspark.main_hidden, dspark.main_x and the stages' ring rows window_kv).
+inline bool is_draft_capture(const std::string& name) {
+  if (name.rfind("dspark.", 0) != 0) return false;
+  if (name == "dspark.main_hidden" || name == "dspark.main_x") return false;
+  const size_t n = name.size();
+  return !(name.rfind("dspark.mtp.", 0) == 0 && n > 10 && name.compare(n - 10, 10, ".window_kv") == 0);
+}
+
 /// Compare one step's captures (collected in `sink`) and its argmax with the golden's step.
+/// `drafted`: whether the DSpark draft call of the step ran (fed in chunks, only a chunk's last
+/// row drafts: the rings have moved on past the others).
 inline StepReport compare_step(const Golden& g, const Step& st, const CollectSink& sink, int32_t argmax,
-                               const RunOptions& opt) {
+                               const RunOptions& opt, bool drafted = true) {
   StepReport rep;
   rep.step = st.index;
   rep.kind = st.kind;
@@ -97,6 +108,7 @@ inline StepReport compare_step(const Golden& g, const Step& st, const CollectSin
   rep.argmax_gold = st.argmax;
   for (const std::string& name : st.order) {
     if (!wanted(opt, st.index, name, g.config.n_layers)) continue;
+    if (!drafted && is_draft_capture(name)) continue;
     rep.compared = true;
     const Capture& gold = st.captures.at(name);
     auto it = sink.items.find(name);
@@ -220,8 +232,13 @@ std::vector<StepReport> run(const Golden& g, ModelT& model, const RunOptions& op
     } else {
       rows = model.extend_rows(seq, tokens, [&sinks](long row) -> CaptureSink* { return &sinks.at(row); });
     }
+    // DSpark (SCHEMA §11.3): after a decode step, a draft anchored on the step's own argmax; fed
+    // in chunks, at the chunk's end only (the sequence's end)
+    const bool dspark = g.config.has_dspark() && !prefill;
+    if (dspark && model.has_draft_head()) model.draft(seq, rows.back().argmax, &sinks.back());
     for (size_t j = 0; j < sinks.size(); ++j)
-      out.push_back(compare_step(g, g.steps[step + j], sinks[j], rows.at(prefill ? rows.size() - 1 : j).argmax, opt));
+      out.push_back(compare_step(g, g.steps[step + j], sinks[j], rows.at(prefill ? rows.size() - 1 : j).argmax, opt,
+                                 !dspark || j + 1 == sinks.size()));
     step += prefill ? 1 : n;
     if (opt.rewind && step < g.steps.size()) {  // a rejected draft of two tokens, taken back
       seq.checkpoint();
