@@ -15,7 +15,9 @@
 // target step at P has written it already, the same bits in the same slot before the same
 // attention: a draft writes nothing, so a rejected one leaves no trace.
 #pragma once
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 #include "block.hpp"
@@ -39,6 +41,10 @@ class StageWeights : public WeightSource {
   const WeightSource& w_;
   std::string from_, to_;
 };
+
+/// How a draft chooses each next token from its logits row (with the Markov bias): null is
+/// argmax (the reference at temperature 0); a sampler's draw for sampled speculation.
+using DraftPick = std::function<int32_t(std::span<const float>)>;
 
 /// What one draft call returns (forward_spec, M:1282): the block's tokens [anchor, d1..dB], the
 /// draft logits [B, vocab] (Markov bias included) and the confidence per position [B] (raw).
@@ -137,7 +143,7 @@ class DSparkHead {
   /// One draft call at position P (the sequence's last; its ring rows written): the block
   /// [anchor, noise, …] at positions P+1..P+B through every stage, then the head (M:1130-1156).
   DraftResult draft(const State& st, int32_t anchor, long P, const MatrixView& embed, const MatrixView& head,
-                    const Tap<B>& tap) {
+                    const Tap<B>& tap, const DraftPick& pick = {}) {
     const long T = block_, dim = dim_, V = V_, R = R_;
     const int hc = hc_;
     DraftResult out;
@@ -195,8 +201,13 @@ class DSparkHead {
       float* row = out.logits.data() + i * V;
       B::download(row, lg, V);
       int32_t best = 0;
-      for (long v = 1; v < V; ++v)
-        if (row[v] > row[best]) best = static_cast<int32_t>(v);
+      if (pick) {
+        best = pick(std::span<const float>(row, static_cast<size_t>(V)));
+        DS41_CHECK(best >= 0 && best < V, "DSpark: the draft's token choice ", best, " is outside the vocabulary");
+      } else {
+        for (long v = 1; v < V; ++v)  // torch.argmax: the first maximum
+          if (row[v] > row[best]) best = static_cast<int32_t>(v);
+      }
       out.tokens[i + 1] = best;
       if (i + 1 < T) B::upload(d_ids.data() + i + 1, &best, 1);  // the next row's Markov token
     }

@@ -85,7 +85,9 @@ class Model {
   /// DSpark's draft at the end of `s` (forward_spec, M:1270-1282): `anchor` is the token for the
   /// next position (the target's own prediction there); returns [anchor, d1..dB] with the draft
   /// logits and confidences. Changes nothing in `s`: its rings already hold every position.
-  DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink = nullptr) {
+  /// `pick`: how each draft token is chosen from its logits row (default argmax, the reference's
+  /// temperature 0).
+  DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink = nullptr, const DraftPick& pick = {}) {
     DSparkHead<B>& head = draft_head();
     DS41_CHECK(s.owner_ == this, "draft: the sequence was not made by this model (use model.make_sequence())");
     DS41_CHECK(!s.broken_, "draft: the sequence's last step failed half-way; reset() it",
@@ -93,7 +95,7 @@ class Model {
     DS41_CHECK(s.pos_ > 0, "draft: the sequence is empty (a draft continues a sequence: extend it with a prompt first)");
     DS41_CHECK(anchor >= 0 && anchor < cfg_.vocab_size, "draft: anchor token ", anchor, " is out of range [0, ",
                cfg_.vocab_size, ")");
-    return head.draft(s.dspark_, anchor, s.pos_ - 1, embed_.view(), head_.view(), Tap<B>{sink, "dspark."});
+    return head.draft(s.dspark_, anchor, s.pos_ - 1, embed_.view(), head_.view(), Tap<B>{sink, "dspark."}, pick);
   }
 
   /// Extend `s` by `tokens`: on an empty sequence they are its prompt (the reference's prefill);
