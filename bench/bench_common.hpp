@@ -196,7 +196,8 @@ class V41SyntheticWeights : public WeightSource {
         f = WeightFormat::kF32;
       if (name == "embed.weight" || name.find("gate.weight") != std::string::npos ||
           name.find("weights_proj") != std::string::npos || name.find("wo_a") != std::string::npos ||
-          name.find("indexer.wk") != std::string::npos)
+          name.find("indexer.wk") != std::string::npos || name.find("markov_head") != std::string::npos ||
+          name.find("confidence_head") != std::string::npos)  // DSpark's heads: BF16 in the checkpoint
         f = WeightFormat::kBF16;
       return random_matrix(f, shape[0], shape[1], seed);
     }

@@ -38,6 +38,10 @@ BENCHMARK(BM_PeakMulAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
 void BM_V41Verify(benchmark::State& st) { bench::v41_verify_steps<HostBackend>(st); }
 BENCHMARK(BM_V41Verify)->ArgNames({"layers", "draft"})->Args({2, 2})->Args({2, 6})->Args({2, 16})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(4);
 
+// DSpark speculative rounds at forced acceptance (k of 5 drafts right) against plain decoding
+void BM_V41DSpark(benchmark::State& st) { bench::v41_dspark_rounds<HostBackend>(st); }
+BENCHMARK(BM_V41DSpark)->ArgNames({"layers", "k"})->Args({2, 0})->Args({2, 2})->Args({2, 5})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+
 BENCHMARK(bench::BM_StreamRead)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(bench::BM_StreamReadPrefetch)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 

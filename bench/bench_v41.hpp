@@ -12,6 +12,7 @@
 #include "bench_common.hpp"
 #include "bench_peak.hpp"
 #include "ds41/model/model.hpp"
+#include "ds41/model/speculative.hpp"
 
 namespace ds41::bench {
 
@@ -199,6 +200,92 @@ void v41_verify_steps(benchmark::State& st) {
   st.counters["vs_sequential"] = sequential_s / batched_s;
   st.counters["rewind_us"] = rewind_s * 1e6 / it;
   st.SetLabel(std::to_string(layers) + " layer(s), verify " + std::to_string(draft) + " tokens + rollback");
+}
+
+/// v41_config with one released-size DSpark stage (dim 5120, 128 experts top-3 x 2304, window
+/// 128, block 5, Markov rank 256 as ModelArgs' default) reading every layer's input. The release
+/// has 3 stages: its draft costs about 3 stages + the head.
+inline ModelConfig v41_dspark_config(int n_layers) {
+  ModelConfig c = v41_config(n_layers);
+  c.n_mtp_layers = 1;
+  c.dspark_block_size = 5;
+  c.dspark_noise_token_id = 1;
+  for (int l = 0; l < n_layers; ++l) c.dspark_target_layer_ids.push_back(l);
+  c.dspark_markov_rank = 256;
+  c.dspark_n_routed_experts = 128;
+  c.dspark_n_activated_experts = 3;
+  return c;
+}
+
+/// DSpark at the V4.1 shapes (v41_dspark_config), after a 256-token prompt: per iteration,
+/// `tokens` tokens by plain greedy decoding (one step each), then the same tokens by speculative
+/// rounds whose drafts are right `k` of 5 times (the head's draft runs and is timed, then its
+/// tokens are replaced by plain decoding's next k and wrong ones: synthetic weights give no
+/// meaningful acceptance of their own). Both from the same restored state, timed apart.
+/// Counters: tokens/s, plain_tokens/s, vs_plain, draft_ms (a draft call), verify_ms (a verify
+/// step of the anchor and 5 drafts), rewind_us (checkpoint + truncate + commit per round), tokens/round.
+template <class B>
+void v41_dspark_rounds(benchmark::State& st) {
+  const int layers = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
+  const long tokens = 12;
+  static std::map<int, std::unique_ptr<V41SyntheticWeights>> ws;
+  static std::map<int, std::unique_ptr<Model<B>>> models;
+  static std::map<int, std::vector<uint8_t>> after;
+  const ModelConfig c = v41_dspark_config(layers);
+  if (!models[layers]) {
+    ws[layers] = std::make_unique<V41SyntheticWeights>();
+    models[layers] = std::make_unique<Model<B>>(c, *ws[layers]);
+    auto s = models[layers]->make_sequence();
+    std::vector<int32_t> toks(256);
+    for (long i = 0; i < 256; ++i) toks[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
+    models[layers]->extend(s, toks);
+    after[layers] = models[layers]->snapshot(s);
+  }
+  Model<B>& m = *models[layers];
+  const int block = c.dspark_block_size;
+  double plain_s = 0, spec_s = 0;
+  SpecStats total;
+  for (auto _ : st) {
+    // plain greedy decoding: the tokens speculation must give
+    auto p = m.restore(after[layers]);
+    std::vector<int32_t> plain{1};
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < tokens + block; ++i) plain.push_back(m.extend(p, {plain.back()}).argmax);
+    auto t1 = std::chrono::steady_clock::now();
+    plain_s += std::chrono::duration<double>(t1 - t0).count() * tokens / (tokens + block);
+    // speculative rounds with forced drafts
+    auto s = m.restore(after[layers]);
+    Speculator<Model<B>> spec(m, {});
+    size_t at = 0;  // plain[at] is the anchor
+    t0 = std::chrono::steady_clock::now();
+    while (static_cast<long>(at) < tokens) {
+      DraftResult d = spec.draft(s, plain[at]);
+      for (int i = 1; i < static_cast<int>(d.tokens.size()); ++i)
+        d.tokens[i] = i <= k ? plain[at + i] : static_cast<int32_t>((plain[at + i] + 1) % c.vocab_size);
+      const SpecRound r = spec.verify({{&s, plain[at]}}, {d}).at(0);
+      DS41_CHECK(r.accepted == k && r.next == plain[at + k + 1], "bench: the forced draft was not accepted as planned");
+      at += r.tokens.size();
+    }
+    t1 = std::chrono::steady_clock::now();
+    spec_s += std::chrono::duration<double>(t1 - t0).count() * tokens / static_cast<double>(at);
+    const SpecStats& k1 = spec.stats();
+    total.rounds += k1.rounds;
+    total.accepted += k1.accepted;
+    total.draft_s += k1.draft_s;
+    total.verify_s += k1.verify_s;
+    total.rewind_s += k1.rewind_s;
+    st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  const double it = static_cast<double>(st.iterations());
+  st.counters["tokens/s"] = it * tokens / spec_s;
+  st.counters["plain_tokens/s"] = it * tokens / plain_s;
+  st.counters["vs_plain"] = plain_s / spec_s;
+  st.counters["draft_ms"] = total.draft_s * 1e3 / static_cast<double>(total.rounds);
+  st.counters["verify_ms"] = total.verify_s * 1e3 / static_cast<double>(total.rounds);
+  st.counters["rewind_us"] = total.rewind_s * 1e6 / static_cast<double>(total.rounds);
+  st.counters["tokens/round"] = total.tokens_per_round();
+  st.SetLabel(std::to_string(layers) + " layer(s) + 1 DSpark stage (128 experts top-3), drafts right " +
+              std::to_string(k) + " of 5");
 }
 
 }  // namespace ds41::bench

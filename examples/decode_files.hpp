@@ -20,6 +20,20 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "generate.hpp"
 
+/// The configuration the model is built with: DSpark's draft head only for --dspark (its stages'
+/// experts are resident: gigabytes at the released size), which then needs one.
+inline ds41::ModelConfig model_config(ds41::ModelConfig c, const DecodeOptions& o) {
+  if (o.dspark) {
+    DS41_CHECK(c.has_dspark(), "--dspark: the model has no DSpark draft head (its configuration has n_mtp_layers ",
+               c.n_mtp_layers, ", dspark_block_size ", c.dspark_block_size, ")");
+    DS41_CHECK(o.draft_len <= c.dspark_block_size, "--draft-len ", o.draft_len, " exceeds the draft block size ",
+               c.dspark_block_size);
+  } else {
+    c.dspark_block_size = 0;
+  }
+  return c;
+}
+
 /// Loads the model from `w` (GgufWeights or SafetensorsWeights), generates, prints.
 template <class W>
 int ds41_decode_from(const W& w, const std::string& what, const std::vector<int32_t>& prompt, GenerateOptions gen,
@@ -50,12 +64,14 @@ int ds41_decode_from(const W& w, const std::string& what, const std::vector<int3
               !o.read.direct_io ? "buffered reads" : cache.direct_io() ? "O_DIRECT" : "pread + DONTNEED (O_DIRECT refused)",
               o.read.readers, o.read.readers == 1 ? "" : "s");
   std::fflush(stdout);
-  ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(c, w, cache);
+  ds41::Model<HB, ds41::StreamedExperts<HB>, ds41::RowReaderTable<HB>> model(model_config(c, o), w, cache);
   auto t1 = std::chrono::steady_clock::now();
   std::printf("loaded in %.3f s\nprompt (%zu):", std::chrono::duration<double>(t1 - t0).count(), prompt.size());
   for (int32_t t : prompt) std::printf(" %d", t);
   std::printf("\n");
-  generate(model, prompt, gen);
+  if (o.dspark) DS41_CHECK(model.has_draft_head(), "--dspark: ", what, " carries no DSpark draft head (no mtp.* tensors)");
+  if (o.dspark) generate_speculative(model, prompt, gen, static_cast<int>(o.draft_len), o.confidence);
+  else generate(model, prompt, gen);
   const ds41::ExpertCounters k = cache.counters();
   std::printf("expert cache: %lu hits, %lu misses, %lu prefetch hits (prefetch hit rate %.2f), %lu bytes read\n",
               static_cast<unsigned long>(k.hits), static_cast<unsigned long>(k.misses),

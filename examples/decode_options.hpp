@@ -45,6 +45,13 @@ inline constexpr const char* kDecodeHelp =
     "  --top-p P            with T > 0: the smallest set of most likely tokens whose probability reaches P\n"
     "                       (default 1 = all)\n"
     "  --seed S             the sampler's seed (default 0): the same seed gives the same tokens\n"
+    "SPECULATIVE DECODING (a model with DSpark's draft head: config dspark_* keys and mtp.* weights):\n"
+    "  --dspark             decode speculatively (docs/DSPARK.md): each round drafts a block, verifies it in\n"
+    "                       one step and keeps what the target agrees with (greedy: exactly plain decoding's\n"
+    "                       tokens; sampled: lossless rejection sampling). Plain decoding of the same prompt\n"
+    "                       runs first, for the tokens/s and (greedy) the tokens to compare with\n"
+    "  --draft-len N        draft tokens verified per round, 1 to the block size (default: the block size)\n"
+    "  --confidence T       cut a draft before the first position whose sigmoid(confidence) < T (e.g. 0.5)\n"
     "FILES (--gguf / --checkpoint):\n"
     "  --max-seq-len N      with --checkpoint: the sequence limit (default: the golden's, else 4096)\n"
     "  --cache-experts N    routed experts in the streaming cache (default: half of one layer's)\n"
@@ -73,6 +80,9 @@ struct DecodeOptions {
   uint64_t cache_bytes = 0;
   DecodeReadOptions read;
   ds41::text::SamplerOptions sampling;
+  bool dspark = false;
+  long draft_len = 0;
+  double confidence = -1;
   bool help = false;
 
   bool from_files() const { return !gguf.empty() || !checkpoint.empty(); }
@@ -118,6 +128,7 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
     if (a == "--thinking") { o.thinking = true; continue; }
     if (a == "--no-bos") { o.no_bos = true; continue; }
     if (a == "--ignore-eos") { o.ignore_eos = true; continue; }
+    if (a == "--dspark") { o.dspark = true; continue; }
     if (a.rfind("--", 0) != 0) return "unexpected argument '" + a + "'";
     if (i + 1 >= argc) return a + " needs a value";
     const std::string v = argv[++i];
@@ -131,7 +142,11 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
     else if (a == "--system") { o.system = v; o.has_system = true; }
     else if (a == "--messages") o.messages = v;
     else if (a == "--reasoning-effort") o.reasoning_effort = v;
-    else if (a == "--tokens") {
+    else if (a == "--draft-len") {
+      if (!count(v, &o.draft_len) || o.draft_len < 1) return "--draft-len: not a count >= 1: " + v;
+    } else if (a == "--confidence") {
+      if (!real(v, &o.confidence) || o.confidence < 0 || o.confidence > 1) return "--confidence: not a number in [0, 1]: " + v;
+    } else if (a == "--tokens") {
       if (!count(v, &o.n_tokens) || o.n_tokens < 1) return "--tokens: not a count >= 1: " + v;
       o.tokens_given = true;
     } else if (a == "--temperature") {
@@ -182,6 +197,7 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
     return "--top-k and --top-p sample: they need --temperature > 0 (temperature 0 is the argmax)";
   if (o.has_prompt_text && o.prompt_text.empty()) return "--prompt-text: empty text";
   if (o.has_chat && o.chat.empty()) return "--chat: empty text";
+  if (!o.dspark && (o.draft_len || o.confidence >= 0)) return "--draft-len and --confidence go with --dspark";
   return "";
 }
 

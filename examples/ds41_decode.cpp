@@ -52,11 +52,12 @@ int decode_golden(const DecodeOptions& o, std::vector<int32_t> prompt, GenerateO
               g.config.n_layers, g.config.dim, g.config.hc_mult, g.config.n_routed_experts,
               g.config.n_activated_experts, g.config.vocab_size);
   ds41::WeightSet w = ds41::golden::regenerate_weights(g);
-  ds41::Model<ds41::HostBackend> model(g.config, w);
+  ds41::Model<ds41::HostBackend> model(model_config(g.config, o), w);
   std::printf("prompt (%zu):", prompt.size());
   for (int32_t t : prompt) std::printf(" %d", t);
   std::printf("\n");
-  generate(model, prompt, gen);
+  if (o.dspark) generate_speculative(model, prompt, gen, static_cast<int>(o.draft_len), o.confidence);
+  else generate(model, prompt, gen);
   return 0;
 }
 

@@ -45,6 +45,15 @@ struct SpecRound {
   int32_t next = -1;               ///< the token the target chose after them: the next anchor
 };
 
+/// What a Speculator did so far, and where its time went.
+struct SpecStats {
+  long rounds = 0, drafted = 0, accepted = 0;  // per sequence and round: accepted + 1 tokens appended
+  double draft_s = 0;   // the draft head
+  double verify_s = 0;  // the target's verify steps
+  double rewind_s = 0;  // checkpoint, truncate to the accepted length, commit
+  double tokens_per_round() const { return rounds ? static_cast<double>(accepted + rounds) / rounds : 0; }
+};
+
 /// Acceptance of drafted tokens against the target: one object per decoding stream (it holds the
 /// random stream of sampled acceptance).
 class DraftAcceptor {
@@ -119,6 +128,7 @@ class Speculator {
     draft_len_ = opt.draft_len ? opt.draft_len : B;
   }
   DraftAcceptor& acceptor() { return acceptor_; }
+  const SpecStats& stats() const { return stats_; }
 
   /// The draft at the end of `s` for `anchor`, cut by the options and by the room left in the
   /// sequence (the verify step holds the anchor and the drafts). Its tokens past the anchor are
@@ -126,7 +136,9 @@ class Speculator {
   DraftResult draft(const Sequence& s, int32_t anchor) {
     DraftPick pick;
     if (!acceptor_.greedy()) pick = [this](std::span<const float> row) { return acceptor_.sampler().sample(row); };
+    const auto t0 = Clock::now();
     DraftResult d = model_.draft(s, anchor, nullptr, pick);
+    stats_.draft_s += seconds(t0);
     long k = draft_len_;
     if (opt_.confidence >= 0)
       for (long i = 0; i < k; ++i)
@@ -172,11 +184,15 @@ class Speculator {
       len[i] = s.length();
       own[i] = !s.has_checkpoint();
     }
+    auto t0 = Clock::now();
     for (size_t i = 0; i < batch.size(); ++i)
       if (own[i]) batch[i].first->checkpoint();
+    stats_.rewind_s += seconds(t0);
     std::vector<std::vector<StepResult>> rows;
     try {
+      t0 = Clock::now();
       rows = model_.step(seg);
+      stats_.verify_s += seconds(t0);
     } catch (...) {
       for (size_t i = 0; i < batch.size(); ++i)
         if (own[i] && batch[i].first->has_checkpoint()) batch[i].first->rollback();
@@ -207,8 +223,13 @@ class Speculator {
       r.tokens.assign(d.tokens.begin(), d.tokens.begin() + j + 1);
       for (int t = 0; t <= j; ++t) r.logits.push_back(std::move(rows[i][t]));
       Sequence& s = *batch[i].first;
+      t0 = Clock::now();
       s.truncate(len[i] + j + 1);
       if (own[i]) s.commit();
+      stats_.rewind_s += seconds(t0);
+      ++stats_.rounds;
+      stats_.drafted += k;
+      stats_.accepted += j;
     }
     return out;
   }
@@ -222,8 +243,12 @@ class Speculator {
     return e / (1.0 + e);
   }
 
+  using Clock = std::chrono::steady_clock;
+  static double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
   ModelT& model_;
   SpeculativeOptions opt_;
+  SpecStats stats_;
   DraftAcceptor acceptor_;
   int draft_len_ = 0;
 };
