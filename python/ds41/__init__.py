@@ -23,7 +23,7 @@ import numpy as np
 from . import _ds41
 from ._ds41 import Error
 
-__all__ = ["Model", "Sequence", "Captures", "Error", "bf16_bits"]
+__all__ = ["Model", "Sequence", "Speculator", "Captures", "Error", "bf16_bits"]
 
 
 def bf16_bits(values) -> np.ndarray:
@@ -61,6 +61,60 @@ def _tokens(tokens, what: str) -> np.ndarray:
     if a.dtype == np.uint64 and a.max() > np.iinfo(np.int64).max:
         raise Error(f"{what}: token {int(a.max())} is outside the model's vocab")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _selection(capture, what: str):
+    """capture= as the module takes it: None (no captures), [] (all), or name prefixes."""
+    if capture is True:
+        return []
+    if isinstance(capture, str):
+        return [capture]
+    if capture in (None, False):
+        return None
+    sel = [str(c) for c in capture]
+    if not sel:
+        raise Error(f"{what}: capture=[] selects nothing (True captures every tap)")
+    return sel
+
+
+class Speculator:
+    """Speculative decoding with the model's DSpark draft head (Model.speculator): each round
+    drafts at the end of each sequence, verifies [anchor, d1..dk] in one batched step and keeps
+    what the target agrees with. Greedy (temperature 0) gives exactly plain greedy decoding;
+    sampled acceptance is lossless rejection sampling (docs/DSPARK.md)."""
+
+    def __init__(self, model: "Model", handle):
+        self._model = model
+        self._h = handle
+
+    def round(self, sequence: "Sequence", anchor: int) -> dict:
+        """One round on one sequence: a dict with ``tokens`` (appended: the anchor and the
+        accepted drafts), ``logits`` [len(tokens), vocab] (the target's at each appended
+        position), ``drafted``, ``accepted`` and ``next`` (the next anchor)."""
+        return self.round_batch([(sequence, anchor)])[0]
+
+    def round_batch(self, items) -> list:
+        """One round on each (sequence, anchor) at once: one verify step for all (ragged accepts)."""
+        out = []
+        for i, it in enumerate(items):
+            try:
+                seq, anchor = it
+            except (TypeError, ValueError):
+                raise Error(f"speculator: item {i} is not a (sequence, anchor) pair") from None
+            if not isinstance(seq, Sequence):
+                raise Error(f"speculator: item {i}'s first item is not a ds41.Sequence")
+            out.append((seq._s, int(anchor)))
+        return self._h.round(out)
+
+    def choose(self, logits) -> int:
+        """The target's choice from a logits row (argmax, or a draw with the sampling options):
+        the first anchor after a prompt."""
+        return self._h.choose(np.ascontiguousarray(_as_array(logits, np.float32)).reshape(-1))
+
+    @property
+    def stats(self) -> dict:
+        """rounds, drafted, accepted, tokens_per_round, draft_s, verify_s, rewind_s."""
+        return self._h.stats
 
 
 class Captures(dict):
@@ -129,15 +183,7 @@ class Sequence:
         value (taken before the replacement). A name that no capture of the step has is refused
         and the step taken back."""
         ids = _tokens(tokens, "extend")
-        sel = None
-        if capture is True:
-            sel = []
-        elif isinstance(capture, str):
-            sel = [capture]
-        elif capture not in (None, False):
-            sel = [str(c) for c in capture]
-            if not sel:
-                raise Error("extend: capture=[] selects nothing (True captures every tap)")
+        sel = _selection(capture, "extend")
         forced = {}
         for name, v in (force or {}).items():
             forced[str(name)] = np.ascontiguousarray(_as_array(v, np.float32)).reshape(-1)
@@ -145,6 +191,18 @@ class Sequence:
         if sel is None:
             return logits
         return logits, [Captures(v, t) for v, t in zip(values, dtypes)]
+
+    def draft(self, anchor: int, capture: Union[None, bool, str, Iterable[str]] = None):
+        """DSpark's draft at the end of the sequence (a model with the draft head): ``anchor`` is
+        the token for the next position (the target's own choice there). Returns ``(tokens,
+        logits, confidence)``: tokens [B+1] (the anchor, then the B drafted), the draft logits
+        [B, vocab] with the Markov bias, the raw confidences [B]; with ``capture`` also the
+        draft's Captures ("dspark.mtp.0.q", ...). Changes nothing in the sequence."""
+        sel = _selection(capture, "draft")
+        tokens, logits, conf, values, dtypes = self._s.draft(int(anchor), sel)
+        if sel is None:
+            return tokens, logits, conf
+        return tokens, logits, conf, Captures(values, dtypes)
 
     def checkpoint(self) -> None:
         """Open an undo record at the current length (one at a time)."""
@@ -221,6 +279,19 @@ class Model:
     @property
     def source(self) -> str:
         return self._m.source
+
+    @property
+    def has_draft_head(self) -> bool:
+        """Whether the model has DSpark's draft head (Sequence.draft, Model.speculator)."""
+        return self._m.has_draft_head
+
+    def speculator(self, draft_len: int = 0, confidence: Optional[float] = None, temperature: float = 0.0,
+                   top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Speculator:
+        """A speculative decoder: ``draft_len`` drafts verified per round (0: the block size);
+        ``confidence``: cut a draft before the first position whose sigmoid(confidence) is below
+        it; sampling options as the sampler's (temperature 0: greedy)."""
+        return Speculator(self, self._m.speculator(int(draft_len), -1.0 if confidence is None else float(confidence),
+                                                   float(temperature), int(top_k), float(top_p), int(seed)))
 
     def new_sequence(self) -> Sequence:
         """A new, empty sequence (any number may be alive at once)."""

@@ -210,6 +210,62 @@ nb::list step(ModelHandle& m, std::vector<std::pair<PySequence*, TokenArray>> se
   return out;
 }
 
+/// Sequence.draft: DSpark's draft at the end of the sequence for `anchor` → (tokens [B+1] int32,
+/// logits [B, V], confidence [B], captures, dtypes).
+nb::tuple draft(PySequence& ps, int64_t anchor, std::optional<std::vector<std::string>> capture) {
+  ModelHandle& m = *ps.model;
+  const long V = m.config().vocab_size;
+  DS41_CHECK(anchor >= 0 && anchor < V, "draft: anchor token ", anchor, " is outside the model's vocab [0, ", V, ")");
+  std::map<std::string, std::vector<float>> none;
+  std::set<std::string> forced;
+  std::vector<PySink> sinks;
+  sinks.emplace_back(&capture, &none, &forced);
+  DraftResult d = locked(m, [&] { return m.draft(ps.get("draft"), static_cast<int32_t>(anchor), capture ? &sinks[0] : nullptr); });
+  const size_t B = d.confidence.size();
+  nb::tuple caps = captures_of(sinks);
+  return nb::make_tuple(owned_array(std::move(d.tokens), {B + 1}), owned_array(std::move(d.logits), {B, static_cast<size_t>(V)}),
+                        owned_array(std::move(d.confidence), {B}), caps[0][0], caps[1][0]);
+}
+
+/// A speculative decoder of a model (Model.speculator), holding its sampler's random stream.
+struct PySpeculator {
+  std::shared_ptr<ModelHandle> model;
+  std::unique_ptr<SpeculatorHandle> spec;
+};
+
+nb::dict round_dict(SpecRound&& r, long V) {
+  nb::dict d;
+  d["tokens"] = owned_array(std::move(r.tokens), {r.tokens.size()});
+  std::vector<float> flat;
+  for (StepResult& x : r.logits) flat.insert(flat.end(), x.logits.begin(), x.logits.end());
+  d["logits"] = owned_array(std::move(flat), {r.logits.size(), static_cast<size_t>(V)});
+  d["drafted"] = r.drafted;
+  d["accepted"] = r.accepted;
+  d["next"] = r.next;
+  return d;
+}
+
+nb::list spec_round(PySpeculator& sp, std::vector<std::pair<PySequence*, int64_t>> items) {
+  ModelHandle& m = *sp.model;
+  const long V = m.config().vocab_size;
+  std::vector<std::pair<Sequence*, int32_t>> batch;
+  for (size_t i = 0; i < items.size(); ++i) {
+    DS41_CHECK(items[i].first != nullptr && items[i].first->model.get() == &m, "speculator: item ", i,
+               "'s sequence belongs to another model");
+    DS41_CHECK(items[i].second >= 0 && items[i].second < V, "speculator: item ", i, "'s anchor ", items[i].second,
+               " is outside the model's vocab [0, ", V, ")");
+    for (size_t j = 0; j < i; ++j)
+      DS41_CHECK(items[j].first != items[i].first, "speculator: items ", j, " and ", i, " are the same sequence");
+  }
+  std::vector<SpecRound> rounds = locked(m, [&] {
+    for (auto& [ps, a] : items) batch.push_back({&ps->get("speculator"), static_cast<int32_t>(a)});
+    return sp.spec->round(batch);
+  });
+  nb::list out;
+  for (SpecRound& r : rounds) out.append(round_dict(std::move(r), V));
+  return out;
+}
+
 nb::dict config_dict(const ModelConfig& c) {
   nb::dict d;
   d["max_seq_len"] = c.max_seq_len;
@@ -226,6 +282,9 @@ nb::dict config_dict(const ModelConfig& c) {
   d["compress_ratios"] = c.compress_ratios;
   d["index_topk"] = c.index_topk;
   d["engram_layer_ids"] = c.engram_layer_ids;
+  d["n_mtp_layers"] = c.n_mtp_layers;
+  d["dspark_block_size"] = c.dspark_block_size;
+  d["dspark_target_layer_ids"] = c.dspark_target_layer_ids;
   return d;
 }
 
@@ -263,6 +322,17 @@ void bind_model(nb::module_& m) {
                   "A safetensors checkpoint in DeepSeek's release layout.")
       .def_prop_ro("config", [](const ModelHandle& h) { return config_dict(h.config()); })
       .def_prop_ro("source", &ModelHandle::source)
+      .def_prop_ro("has_draft_head", [](const ModelHandle& h) { return h.has_draft_head(); })
+      .def("speculator",
+           [](std::shared_ptr<ModelHandle> h, int draft_len, double confidence, double temperature, int top_k,
+              double top_p, uint64_t seed) {
+             SpeculativeOptions o;
+             o.draft_len = draft_len;
+             o.confidence = confidence;
+             o.sampling = {temperature, top_k, top_p, seed};
+             return locked(*h, [&] { return PySpeculator{h, h->speculator(o)}; });
+           },
+           "draft_len"_a = 0, "confidence"_a = -1.0, "temperature"_a = 0.0, "top_k"_a = 0, "top_p"_a = 1.0, "seed"_a = 0)
       .def("new_sequence",
            [](std::shared_ptr<ModelHandle> h) { return locked(*h, [&] { return PySequence{h, h->make_sequence()}; }); })
       .def("restore",
@@ -298,7 +368,31 @@ void bind_model(nb::module_& m) {
       .def("reset", on("reset", [](Sequence& q) { q.reset(); }))
       .def("truncate", [](PySequence& s, long n) { locked(*s.model, [&] { s.get("truncate").truncate(n); }); }, "n"_a)
       .def("close", [](PySequence& s) { locked(*s.model, [&] { s.seq.reset(); }); })
+      .def("draft", &draft, "anchor"_a, "capture"_a = nb::none())
       .def("_cxx_decode_seconds", &cxx_decode_seconds, "token"_a, "n"_a);
+
+  nb::class_<PySpeculator>(m, "Speculator")
+      .def("round", &spec_round, "items"_a)
+      .def("choose",
+           [](PySpeculator& sp, ValueArray logits) {
+             std::vector<float> v(logits.data(), logits.data() + logits.size());
+             DS41_CHECK(static_cast<long>(v.size()) == sp.model->config().vocab_size, "choose: ", v.size(),
+                        " logits for a vocab of ", sp.model->config().vocab_size);
+             return locked(*sp.model, [&] { return sp.spec->choose(v); });
+           },
+           "logits"_a)
+      .def_prop_ro("stats", [](PySpeculator& sp) {
+        const SpecStats k = locked(*sp.model, [&] { return sp.spec->stats(); });
+        nb::dict d;
+        d["rounds"] = k.rounds;
+        d["drafted"] = k.drafted;
+        d["accepted"] = k.accepted;
+        d["tokens_per_round"] = k.tokens_per_round();
+        d["draft_s"] = k.draft_s;
+        d["verify_s"] = k.verify_s;
+        d["rewind_s"] = k.rewind_s;
+        return d;
+      });
 }
 
 }  // namespace ds41::python

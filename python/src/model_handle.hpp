@@ -15,6 +15,7 @@
 #include "ds41/io/gguf.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/model/row_reader_table.hpp"
+#include "ds41/model/speculative.hpp"
 #include "ds41/model/streamed_experts.hpp"
 #include "ds41/testing/golden.hpp"
 #ifdef DS41_PYTHON_HAVE_TEXT
@@ -35,6 +36,16 @@ struct SegmentIn {
   std::function<CaptureSink*(long row)> sinks;
 };
 
+/// A Speculator (model/speculative.hpp) of whatever model type.
+class SpeculatorHandle {
+ public:
+  virtual ~SpeculatorHandle() = default;
+  virtual std::vector<SpecRound> round(const std::vector<std::pair<Sequence*, int32_t>>& batch) = 0;
+  virtual const SpecStats& stats() const = 0;
+  /// The target's own choice of a token from its logits (argmax, or a draw of the sampler).
+  virtual int32_t choose(const std::vector<float>& logits) = 0;
+};
+
 class ModelHandle {
  public:
   virtual ~ModelHandle() = default;
@@ -43,6 +54,9 @@ class ModelHandle {
   virtual std::vector<std::vector<StepResult>> step(std::vector<SegmentIn>& batch) = 0;
   virtual std::vector<uint8_t> snapshot(const Sequence& s) = 0;
   virtual Sequence restore(const std::vector<uint8_t>& bytes) = 0;
+  virtual bool has_draft_head() const = 0;
+  virtual DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink) = 0;
+  virtual std::unique_ptr<SpeculatorHandle> speculator(const SpeculativeOptions& o) = 0;
   /// Where the weights came from, and how the experts are held.
   const std::string& source() const { return source_; }
 
@@ -79,8 +93,27 @@ class ModelImpl final : public ModelHandle {
   }
   std::vector<uint8_t> snapshot(const Sequence& s) override { return model_.snapshot(s); }
   Sequence restore(const std::vector<uint8_t>& bytes) override { return model_.restore(bytes); }
+  bool has_draft_head() const override { return model_.has_draft_head(); }
+  DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink) override {
+    return model_.draft(s, anchor, sink);
+  }
+  std::unique_ptr<SpeculatorHandle> speculator(const SpeculativeOptions& o) override {
+    return std::make_unique<SpeculatorImpl>(model_, o);
+  }
 
  private:
+  class SpeculatorImpl final : public SpeculatorHandle {
+   public:
+    SpeculatorImpl(M& m, const SpeculativeOptions& o) : spec_(m, o) {}
+    std::vector<SpecRound> round(const std::vector<std::pair<Sequence*, int32_t>>& batch) override {
+      return spec_.round(batch);
+    }
+    const SpecStats& stats() const override { return spec_.stats(); }
+    int32_t choose(const std::vector<float>& logits) override { return spec_.acceptor().choose(logits); }
+
+   private:
+    Speculator<M> spec_;
+  };
   std::vector<std::shared_ptr<const void>> keep_;
   M model_;
 };

@@ -11,6 +11,7 @@ import json
 import numpy as np
 
 import ds41
+from ds41 import Captures
 
 
 def load(path):
@@ -61,11 +62,27 @@ def compare_step(gold_step, caps, argmax):
     return problems
 
 
+def has_dspark(g):
+    c = g["fixture"]["config"]
+    return (c.get("n_mtp_layers") or 0) > 0 and (c.get("dspark_block_size") or 0) > 0
+
+
+def is_draft_capture(name):
+    """A capture of a DSpark draft call (SCHEMA §11.4.2-11.4.4), not of the target step itself
+    (dspark.main_hidden, dspark.main_x and the stages' ring rows window_kv)."""
+    if not name.startswith("dspark.") or name in ("dspark.main_hidden", "dspark.main_x"):
+        return False
+    return not (name.startswith("dspark.mtp.") and name.endswith(".window_kv"))
+
+
 def run_golden(model, g, chunks=None):
     """Every step of golden `g` on a new sequence of `model`, every capture compared. `chunks`:
     decode tokens fed in chunks of these sizes (cycling), every row's captures compared as its
-    own step. Returns (problems, captures compared)."""
+    own step. A DSpark golden (SCHEMA §11) drafts after each decode step, anchored on the step's
+    argmax; fed in chunks, at the chunk's end only (the other rows' draft captures are not
+    compared: the rings have moved on). Returns (problems, captures compared)."""
     steps = g["steps"]
+    dspark = has_dspark(g)
     problems, compared = [], 0
     with model.new_sequence() as seq:
         logits, caps = seq.extend(steps[0]["tokens"], capture=True)
@@ -79,8 +96,14 @@ def run_golden(model, g, chunks=None):
             toks = [t for st in group for t in st["tokens"]]
             logits, caps = seq.extend(toks, all_logits=True, capture=True)
             assert logits.shape == (len(group), model.config["vocab_size"])
+            if dspark:
+                *_, dcaps = seq.draft(int(np.argmax(logits[-1])), capture=True)
+                caps[-1] = Captures({**caps[-1], **dcaps}, {**caps[-1].dtypes, **dcaps.dtypes})
             for j, st in enumerate(group):
-                problems += compare_step(st, caps[j], int(np.argmax(logits[j])))
-                compared += len(st["captures"])
+                gold = st
+                if dspark and j + 1 < len(group):
+                    gold = dict(st, captures={k: v for k, v in st["captures"].items() if not is_draft_capture(k)})
+                problems += compare_step(gold, caps[j], int(np.argmax(logits[j])))
+                compared += len(gold["captures"])
             i += len(group)
     return problems, compared

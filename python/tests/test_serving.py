@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import ds41
+import golden_check as gc
 
 PROMPTS = [[5, 17, 3, 99, 4, 250, 1], [7, 7, 7], [200, 13, 54, 8, 8, 8, 31, 90, 2, 11]]
 DECODE = [[12, 40, 3, 3, 77], [9, 1, 255, 0, 5], [60, 61, 62, 63, 64]]
@@ -166,3 +167,75 @@ def test_threads_on_one_model(tiny):
         t.join(timeout=120)
     for w, g in zip(want, got):
         assert g is not None and all(same_bits(a, b) for a, b in zip(w, g))
+
+
+# ------------------------------------------------------------------ DSpark (SCHEMA §11, docs/DSPARK.md)
+def _dspark_model(goldens):
+    return ds41.Model.from_golden(goldens / "ds41_tiny_dspark_golden.json")
+
+
+def test_dspark_draft_and_greedy_speculation_equal_plain_decoding(goldens):
+    """Greedy speculation gives plain greedy decoding's tokens and the same logits bit for bit;
+    the sequence's bytes afterwards are plain decoding's (rejected drafts leave no trace)."""
+    m = _dspark_model(goldens)
+    assert m.has_draft_head
+    g = gc.load(goldens / "ds41_tiny_dspark_golden.json")
+    prompt = g["fixture"]["prompt_tokens"]
+    n = 14
+    with m.new_sequence() as plain:
+        logits = plain.extend(prompt)
+        toks, rows = [], []
+        for _ in range(n):
+            toks.append(int(np.argmax(logits)))
+            logits = plain.extend([toks[-1]])
+            rows.append(logits)
+        spec = m.speculator(draft_len=3)
+        with m.new_sequence() as s:
+            anchor = spec.choose(s.extend(prompt))
+            got, got_rows = [], []
+            while len(got) < n:
+                tokens, dlogits, conf = s.draft(anchor)
+                assert tokens.shape == (g["fixture"]["config"]["dspark_block_size"] + 1,) and tokens[0] == anchor
+                assert dlogits.shape == (tokens.size - 1, m.config["vocab_size"]) and conf.shape == (tokens.size - 1,)
+                r = spec.round(s, anchor)
+                assert r["accepted"] <= r["drafted"] <= 3 and r["tokens"].size == r["accepted"] + 1
+                got += [int(t) for t in r["tokens"]]
+                got_rows += list(r["logits"])
+                anchor = r["next"]
+            assert got[:n] == toks
+            for a, b in zip(got_rows[:n], rows):
+                assert np.array_equal(a, b)
+            with m.new_sequence() as ref:  # the same tokens decoded plainly: the same bytes
+                ref.extend(prompt)
+                for t in got:
+                    ref.extend([t])
+                assert ref.snapshot() == s.snapshot()
+        st = spec.stats
+        assert st["rounds"] >= 1 and st["tokens_per_round"] >= 1
+
+
+def test_dspark_batch_and_errors(goldens):
+    m = _dspark_model(goldens)
+    g = gc.load(goldens / "ds41_tiny_dspark_golden.json")
+    prompt = g["fixture"]["prompt_tokens"]
+    spec = m.speculator(temperature=0.9, seed=3)
+    a, b = m.new_sequence(), m.new_sequence()
+    anchors = [spec.choose(a.extend(prompt)), spec.choose(b.extend(prompt[:-2]))]
+    rounds = spec.round_batch([(a, anchors[0]), (b, anchors[1])])
+    assert len(rounds) == 2
+    assert a.length == len(prompt) + rounds[0]["tokens"].size
+    assert b.length == len(prompt) - 2 + rounds[1]["tokens"].size
+    with pytest.raises(ds41.Error, match="same sequence"):
+        spec.round_batch([(a, 1), (a, 2)])
+    with pytest.raises(ds41.Error, match="vocab"):
+        a.draft(10**6)
+    with pytest.raises(ds41.Error, match="draft_len"):
+        m.speculator(draft_len=99)
+    plain = ds41.Model.from_golden(goldens / "ds41_tiny_golden.json")
+    assert not plain.has_draft_head
+    with plain.new_sequence() as s:
+        s.extend(prompt)
+        with pytest.raises(ds41.Error, match="no draft head"):
+            s.draft(1)
+    with pytest.raises(ds41.Error, match="no draft head"):
+        plain.speculator()
