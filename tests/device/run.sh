@@ -44,7 +44,8 @@ jobs="$logs/jobs.txt"
 add() { echo "$*" >> "$jobs"; }
 base() { basename "$1" .json; }
 add tests test_golden_cuda
-goldens=(golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds41_mid_golden.json golden/extra/*.json)
+goldens=(golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds41_mid_golden.json golden/extra/*.json
+         golden/ds41_tiny_dspark_golden.json golden/extra/dspark/*.json)
 for g in "${goldens[@]}"; do add exact "$(base "$g")" "$g"; done
 for g in "${goldens[@]}"; do
   n=$(base "$g"); ck="${g%.json}_ckpt"
@@ -55,7 +56,7 @@ for g in "${goldens[@]}"; do
   add ckpt-streamed-batch "$n" "$g" --checkpoint "$ck" --streamed-experts 2 --batch-with 2
 done
 for g in golden/ds41_tiny_golden.json golden/ds41_tiny_fp8_golden.json golden/ds41_mid_golden.json \
-         golden/extra/dec40.json golden/extra/tie_r1_ih1.json; do
+         golden/extra/dec40.json golden/extra/tie_r1_ih1.json golden/ds41_tiny_dspark_golden.json; do
   [ -e "$g" ] || continue
   n=$(base "$g")
   add chunks "$n" "$g" --chunks 3,1,2
