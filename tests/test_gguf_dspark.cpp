@@ -309,6 +309,39 @@ TEST_CASE("gguf dspark: streamed experts with a draft file, and the main file al
   for (size_t i = 0; i < plain.size(); ++i) CHECK(bytes(plain[i]) == bytes(files.main[i]));
 }
 
+TEST_CASE("gguf dspark: published arrangements — conf_proj 1-D, attn_output_a 3-D — read as the same bytes") {
+  const golden::Golden& g = public_dspark();
+  const ModelConfig& c = g.config;
+  const WeightSet ws = golden::regenerate_weights(g);
+  TempDir dir;
+  const Files files = write_both(c, ws, dir, DraftFamily::kDflash, WriteOptions{});
+  GgufFile f(files.draft);
+  GgufWriter w(f.alignment());
+  for (const std::string& k : f.keys())
+    if (k != "general.alignment") w.set(k, *f.find(k));
+  GgufShards s(files.draft);
+  int reshaped = 0;
+  for (const TensorInfo& t : f.tensors()) {
+    std::vector<long> shape = t.shape();
+    if (t.name == "conf_proj.weight") shape = {shape.at(1)};  // ggml {dim+R}
+    if (t.name.find(".attn_output_a.weight") != std::string::npos)  // ggml {H*D/G, R_o, G}
+      shape = {c.o_groups, c.o_lora_rank, shape.at(1)};
+    reshaped += shape != t.shape();
+    w.add_tensor(t.name, shape, t.type, s.read_tensor(*s.find(t.name)));
+  }
+  CHECK(reshaped == 1 + c.n_mtp_layers);
+  const std::string p = dir.file("published.gguf");
+  w.write_file(p);
+  GgufWeights gw(files.main[0], {}, p);
+  CHECK(gw.draft()->shards().find("conf_proj.weight")->dims.size() == 1);
+  CHECK(gw.draft()->shards().find("blk.0.attn_output_a.weight")->dims.size() == 3);
+  Model<HostBackend> model(gw.config(), gw);
+  const Counts k = run_golden(g, model);
+  CHECK(k.failed == 0);
+  CHECK(k.exact == k.passed);
+  CHECK(k.draft > 0);
+}
+
 TEST_CASE("gguf dspark: a Q8_0 draft and main file run with the bits of their dequantized weights") {
   const golden::Golden& g = public_dspark();
   const WeightSet ws = golden::regenerate_weights(g);
