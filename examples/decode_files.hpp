@@ -3,7 +3,8 @@
 // shards + index, tokenizer.json). Routed experts are streamed through an expert cache (default:
 // half of one layer's experts, at least 1) with next-layer prefetch, engram rows read on demand;
 // --cache-bytes gives the cache a byte budget instead; --direct-io reads experts with O_DIRECT,
-// --readers N prefetches on N threads. Progress lines while indexing and loading; cache counters at
+// --readers N prefetches on N threads. A GGUF model's DSpark draft head comes from its own file
+// (--gguf-draft, GgufWeights' draft: gguf_draft.hpp). Progress lines while indexing and loading; cache counters at
 // the end, with the hit rate of every layer.
 #pragma once
 #include <chrono>
@@ -25,7 +26,10 @@
 inline ds41::ModelConfig model_config(ds41::ModelConfig c, const DecodeOptions& o) {
   if (o.dspark) {
     DS41_CHECK(c.has_dspark(), "--dspark: the model has no DSpark draft head (its configuration has n_mtp_layers ",
-               c.n_mtp_layers, ", dspark_block_size ", c.dspark_block_size, ")");
+               c.n_mtp_layers, ", dspark_block_size ", c.dspark_block_size, ")",
+               !o.gguf.empty() && o.gguf_draft.empty()
+                   ? "; a GGUF model's draft head is a file of its own: give --gguf-draft FILE"
+                   : "");
     DS41_CHECK(o.draft_len <= c.dspark_block_size, "--draft-len ", o.draft_len, " exceeds the draft block size ",
                c.dspark_block_size);
   } else {
@@ -43,6 +47,12 @@ int ds41_decode_from(const W& w, const std::string& what, const std::vector<int3
   std::printf("model: %s (%d layers, dim %d, hc %d, %d experts top-%d, vocab %ld), %d shards\n", what.c_str(),
               c.n_layers, c.dim, c.hc_mult, c.n_routed_experts, c.n_activated_experts, c.vocab_size,
               w.shards().shard_count());
+  if constexpr (requires { w.draft(); })
+    if (const auto* d = w.draft()) {
+      std::printf("draft: %s (DSpark draft file, %s family, %d stages, block size %d, %d experts top-%d)\n",
+                  d->shards().path().c_str(), ds41::gguf::draft_family_name(d->family()), c.n_mtp_layers,
+                  c.dspark_block_size, c.dspark_experts(), c.dspark_active_experts());
+    }
   for (int32_t t : prompt)
     DS41_CHECK(t >= 0 && t < c.vocab_size, "prompt: token id ", t, " outside the model's vocab [0, ", c.vocab_size, ")");
   const long room = c.max_seq_len - static_cast<long>(prompt.size());

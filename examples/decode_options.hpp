@@ -14,7 +14,7 @@
 #include "ds41/text/sampler.hpp"
 
 inline constexpr const char* kDecodeUsage =
-    "ds41-decode [--golden FILE | --gguf FIRST_SHARD | --checkpoint DIR] [--prompt 1,2,3 | --prompt-text TEXT | "
+    "ds41-decode [--golden FILE | --gguf FIRST_SHARD [--gguf-draft FILE] | --checkpoint DIR] [--prompt 1,2,3 | --prompt-text TEXT | "
     "--chat TEXT | --messages FILE] [--tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] ...";
 
 inline constexpr const char* kDecodeHelp =
@@ -28,6 +28,8 @@ inline constexpr const char* kDecodeHelp =
     "                       inference/config.json (ModelArgs form), shards + index, tokenizer.json; the engram\n"
     "                       hash parameters are derived from the tokenizer and the config as engram.py does\n"
     "  --gguf FIRST_SHARD   GGUF shards (docs/GGUF.md); the tokenizer from the file's tokenizer.ggml.* metadata\n"
+    "  --gguf-draft FILE    with --gguf and --dspark: the DSpark draft head's own GGUF file (llama.cpp's dflash\n"
+    "                       or ds4's support GGUF; docs/GGUF.md \"DSpark draft files\")\n"
     "  --tokenizer FILE     a tokenizer.json or a GGUF file to tokenize with (overrides the model's own)\n"
     "PROMPT (default: the golden's prompt, or 0,1,2,3 for files):\n"
     "  --prompt 1,2,3       prompt token ids\n"
@@ -70,7 +72,7 @@ struct DecodeReadOptions {
 };
 
 struct DecodeOptions {
-  std::string golden, gguf, checkpoint, tokenizer;
+  std::string golden, gguf, gguf_draft, checkpoint, tokenizer;
   std::string prompt_ids, prompt_text, chat, system, messages, reasoning_effort;
   bool has_prompt_text = false, has_chat = false, has_system = false;
   bool thinking = false, no_bos = false, ignore_eos = false;
@@ -134,6 +136,7 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
     const std::string v = argv[++i];
     if (a == "--golden") o.golden = v;
     else if (a == "--gguf") o.gguf = v;
+    else if (a == "--gguf-draft") o.gguf_draft = v;
     else if (a == "--checkpoint") o.checkpoint = v;
     else if (a == "--tokenizer") o.tokenizer = v;
     else if (a == "--prompt") o.prompt_ids = v;
@@ -198,6 +201,7 @@ inline std::string parse_decode_options(int argc, char** argv, DecodeOptions& o)
   if (o.has_prompt_text && o.prompt_text.empty()) return "--prompt-text: empty text";
   if (o.has_chat && o.chat.empty()) return "--chat: empty text";
   if (!o.dspark && (o.draft_len || o.confidence >= 0)) return "--draft-len and --confidence go with --dspark";
+  if (!o.gguf_draft.empty() && (o.gguf.empty() || !o.dspark)) return "--gguf-draft goes with --gguf FIRST_SHARD and --dspark";
   return "";
 }
 

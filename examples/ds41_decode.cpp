@@ -2,7 +2,7 @@
 // golden's fixture, SCHEMA.md §1), a GGUF model or a checkpoint in DeepSeek's release layout, on a
 // prompt of token ids, plain text or a chat turn; greedy (the reference's argmax) or sampled.
 //
-//   ds41-decode [--golden FILE | --gguf FIRST_SHARD | --checkpoint DIR] [--prompt 1,2,3 |
+//   ds41-decode [--golden FILE | --gguf FIRST_SHARD [--gguf-draft FILE] | --checkpoint DIR] [--prompt 1,2,3 |
 //               --prompt-text TEXT | --chat TEXT | --messages FILE] [--tokens N] [--temperature T] ...
 // `ds41-decode --help` lists every option (decode_options.hpp). Prints the prompt, the generated text
 // as it comes (when a tokenizer is known) and the token ids, tokens/s. Exit 2 on bad input.
@@ -108,7 +108,7 @@ int run(const DecodeOptions& o) {
 #endif
   if (!o.gguf.empty()) {
     if (prompt.empty()) prompt = {0, 1, 2, 3};
-    ds41::GgufWeights w(o.gguf, progress);
+    ds41::GgufWeights w(o.gguf, progress, o.gguf_draft);
     return ds41_decode_from(w, o.gguf, prompt, gen, o, t0);
   }
   if (!o.checkpoint.empty()) {

@@ -1,7 +1,9 @@
 // ds41-gguf — a GGUF model file as ds41 sees it (issue 39 item 6):
 //
 //   ds41-gguf info FIRST_SHARD                    dialect, the model's facts, a census of tensor types
-//                                                 with bytes, and what ds41 loads, widens or refuses
+//                                                 with bytes, and what ds41 loads, widens or refuses;
+//                                                 for a DSpark draft file, its family and the draft
+//                                                 head's facts (docs/GGUF.md "DSpark draft files")
 //   ds41-gguf dequant FIRST_SHARD TENSOR --out F  a tensor's values as raw little-endian float32 (the
 //                                                 GGUF name; ggml's dequantization, as gguf-py's dump)
 //   ds41-gguf write GOLDEN.json OUT_PREFIX [...]  a golden's model as GGUF (ds41-gguf-write's options)
@@ -30,7 +32,10 @@ const char* const kHelp =
     "                                      vocab, engram layers), a census of tensor types (tensors,\n"
     "                                      elements, bytes) and what ds41 does with each type: kept as\n"
     "                                      stored, widened to f32 at load, or refused; tensors ds41 does\n"
-    "                                      not use; whether ds41 loads the model\n"
+    "                                      not use; whether ds41 loads the model. For a DSpark draft file\n"
+    "                                      (llama.cpp's dflash or ds4's support GGUF): its family, stages,\n"
+    "                                      block size, target layers, noise token, Markov rank, experts and\n"
+    "                                      the main model it needs (dim, vocab)\n"
     "  dequant FIRST_SHARD TENSOR --out F  TENSOR's values (its GGUF name, e.g. blk.0.attn_q_a.weight) as\n"
     "                                      raw little-endian float32 in F, in the file's element order;\n"
     "                                      block types as ggml's dequantize_row_<type> gives them\n"
@@ -54,12 +59,83 @@ const char* treatment(gguf::TensorType t) {
   }
 }
 
+/// A census of tensor types (tensors, elements, bytes, what ds41 does at load); the tensors for
+/// which `used` is false are listed as not used. Returns the used tensors of a type ds41 does not read.
+template <class Used>
+std::vector<std::string> census(const gguf::GgufShards& s, Used&& used) {
+  struct Census {
+    long tensors = 0;
+    unsigned long long elements = 0, bytes = 0;
+  };
+  std::map<std::string, Census> census;
+  std::map<std::string, gguf::TensorType> type_of;
+  std::vector<std::string> unused, refused;
+  for (const auto& [name, t] : s.tensors()) {
+    const std::string tn = gguf::tensor_type_name(t.type);
+    Census& k = census[tn];
+    type_of[tn] = t.type;
+    ++k.tensors;
+    unsigned long long n = 1;
+    for (uint64_t d : t.dims) n *= d;
+    k.elements += n;
+    k.bytes += t.bytes;
+    if (!used(name)) unused.push_back(name);
+    else if (!gguf::readable_tensor_type(t.type)) refused.push_back(name + " (" + tn + ")");
+  }
+  std::printf("tensors: %zu\n%-16s %8s %16s %18s  %s\n", s.tensors().size(), "type", "tensors", "elements", "bytes",
+              "at load");
+  for (const auto& [tn, k] : census)
+    std::printf("%-16s %8ld %16llu %18llu  %s\n", tn.c_str(), k.tensors, k.elements, k.bytes, treatment(type_of[tn]));
+  if (!unused.empty()) {
+    std::printf("not used by ds41 (%zu):", unused.size());
+    for (size_t i = 0; i < unused.size() && i < 8; ++i) std::printf(" %s", unused[i].c_str());
+    std::printf("%s\n", unused.size() > 8 ? " ..." : "");
+  }
+  return refused;
+}
+
+/// info for a DSpark draft file: the family, the head's facts and what main model it needs.
+int draft_info(const gguf::GgufShards& s) {
+  std::vector<std::string> problems;
+  std::optional<gguf::DraftFields> d;
+  try {
+    const gguf::DraftFamily f = gguf::detect_draft_family(s);
+    d = gguf::DraftMeta(s).read(f);
+    const gguf::TensorInfo* mp = s.find(gguf::draft_root_gguf(f, gguf::kDraftRoots[0], d->stages));
+    const long dim = mp ? mp->shape().at(0) : 0;
+    std::string targets;
+    for (int t : d->target_layer_ids) targets += (targets.empty() ? "" : ",") + std::to_string(t);
+    std::printf("DSpark draft file: %s family (%s), %d stages, block size %ld, target layers [%s], noise token %ld, "
+                "Markov rank %ld, %ld routed experts top-%ld\n",
+                gguf::draft_family_name(f),
+                f == gguf::DraftFamily::kDflash ? "llama.cpp's draft architecture" : "ds4's support GGUF", d->stages,
+                d->block_size, targets.c_str(), d->noise_token_id, d->markov_rank, d->experts, d->active_experts);
+    std::printf("for a main model of dim %ld, vocab %ld, with layers %s (ds41-decode --gguf MAIN --gguf-draft THIS)\n",
+                dim, d->vocab, targets.c_str());
+  } catch (const ds41::Error& e) {
+    problems.push_back(e.what());
+    std::printf("DSpark draft file: its metadata cannot be read: %s\n", e.what());
+  }
+  const std::vector<std::string> refused = census(s, [&](const std::string& name) {
+    return !d || gguf::from_draft_gguf(name, d->family, d->stages).has_value();
+  });
+  for (const std::string& r : refused) problems.push_back("tensor " + r + ": a type ds41 does not read");
+  if (problems.empty()) {
+    std::printf("ds41 loads this draft: yes (beside a main model it fits)\n");
+  } else {
+    std::printf("ds41 loads this draft: no\n");
+    for (const std::string& p : problems) std::printf("  - %s\n", p.c_str());
+  }
+  return 0;
+}
+
 int info(const std::string& path) {
   const gguf::GgufShards s(path, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   std::printf("file: %s (%d shard%s, GGUF v%u, alignment %llu)\n", path.c_str(), s.shard_count(),
               s.shard_count() == 1 ? "" : "s", s.meta().version(), static_cast<unsigned long long>(s.meta().alignment()));
   const gguf::Value* arch = s.meta().find("general.architecture");
   std::printf("architecture: %s\n", arch && arch->type == gguf::ValueType::kString ? arch->str.c_str() : "(none)");
+  if (s.find("fc.weight") || s.find("mtp.0.main_proj.weight")) return draft_info(s);
   std::optional<gguf::Dialect> dialect;
   std::vector<std::string> problems;
   try {
@@ -81,34 +157,9 @@ int info(const std::string& path) {
       std::printf("model: its config cannot be read: %s\n", e.what());
     }
   }
-  struct Census {
-    long tensors = 0;
-    unsigned long long elements = 0, bytes = 0;
-  };
-  std::map<std::string, Census> census;
-  std::map<std::string, gguf::TensorType> type_of;
-  std::vector<std::string> unused, refused;
-  for (const auto& [name, t] : s.tensors()) {
-    const std::string tn = gguf::tensor_type_name(t.type);
-    Census& k = census[tn];
-    type_of[tn] = t.type;
-    ++k.tensors;
-    unsigned long long n = 1;
-    for (uint64_t d : t.dims) n *= d;
-    k.elements += n;
-    k.bytes += t.bytes;
-    if (dialect && !gguf::from_gguf(name, *dialect)) unused.push_back(name);
-    else if (!gguf::readable_tensor_type(t.type)) refused.push_back(name + " (" + tn + ")");
-  }
-  std::printf("tensors: %zu\n%-16s %8s %16s %18s  %s\n", s.tensors().size(), "type", "tensors", "elements", "bytes",
-              "at load");
-  for (const auto& [tn, k] : census)
-    std::printf("%-16s %8ld %16llu %18llu  %s\n", tn.c_str(), k.tensors, k.elements, k.bytes, treatment(type_of[tn]));
-  if (!unused.empty()) {
-    std::printf("not used by ds41 (%zu):", unused.size());
-    for (size_t i = 0; i < unused.size() && i < 8; ++i) std::printf(" %s", unused[i].c_str());
-    std::printf("%s\n", unused.size() > 8 ? " ..." : "");
-  }
+  const std::vector<std::string> refused = census(s, [&](const std::string& name) {
+    return !dialect || gguf::from_gguf(name, *dialect).has_value();
+  });
   for (const std::string& r : refused) problems.push_back("tensor " + r + ": a type ds41 does not read");
   if (problems.empty()) {
     std::printf("ds41 loads this model: yes\n");

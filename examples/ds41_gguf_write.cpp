@@ -3,17 +3,23 @@
 //
 //   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
 //                   [--engram-i8] [--dialect llama.cpp|ds4|mxxm] [--tokenizer tokenizer.json]
+//                   [--draft DRAFT.gguf [--draft-family dflash|ds4]]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
 // V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
 // 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264.
 // --dialect writes the metadata keys and tensor names of one of the published dialects
 // (docs/GGUF.md "Dialects"; default llama.cpp).
+// --draft also writes the model's DSpark draft head (a golden with dspark_* config and mtp.* weights)
+// as a separate draft file (docs/GGUF.md "DSpark draft files"): llama.cpp's dflash family by default,
+// ds4's support GGUF with --draft-family ds4; --type and --dense-type apply to its stages as to the
+// backbone's layers (--dense-type also to main_proj).
 // --tokenizer embeds a tokenizer as tokenizer.ggml.* metadata in the first shard (bos/eos/pad ids
 // from the tokenizer_config.json beside it, when there is one); needs the text layer (PCRE2, utf8proc).
 // Shards are written under temporary names and renamed at the end: a failure leaves no file.
 // Exit 0 on success, 2 on bad input.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include "ds41/io/gguf.hpp"
 #include "ds41/testing/golden.hpp"
@@ -36,6 +42,10 @@ static void print_usage(std::FILE* to) {
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --tokenizer FILE     embed tokenizer.json as tokenizer.ggml.* metadata\n"
+               "  --draft FILE         also write the DSpark draft head as a separate draft file (a golden with\n"
+               "                       a draft head); --type and --dense-type apply to it too\n"
+               "  --draft-family NAME  the draft file's names and keys: dflash (llama.cpp's, default) or ds4\n"
+               "                       (ds4's support GGUF); docs/GGUF.md \"DSpark draft files\"\n"
                "  -h, --help           this help\n",
                kTypes);
 }
@@ -61,8 +71,9 @@ static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
 #define DS41_GGUF_WRITE_ENTRY main
 #endif
 int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
-  std::string golden_path, prefix, tokenizer_path;
+  std::string golden_path, prefix, tokenizer_path, draft_path;
   ds41::gguf::WriteOptions opt;
+  std::optional<ds41::gguf::DraftFamily> family;
   int& shards = opt.shards;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -85,6 +96,13 @@ int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
       const auto d = ds41::gguf::dialect_from_name(argv[++i]);
       if (!d) return usage(std::string("--dialect: not a dialect: ") + argv[i] + " (llama.cpp, ds4, mxxm)");
       opt.dialect = *d;
+    } else if (a == "--draft") {
+      if (i + 1 >= argc) return usage("--draft needs a file name");
+      draft_path = argv[++i];
+    } else if (a == "--draft-family") {
+      if (i + 1 >= argc) return usage("--draft-family needs a name");
+      family = ds41::gguf::draft_family_from_name(argv[++i]);
+      if (!family) return usage(std::string("--draft-family: not a family: ") + argv[i] + " (dflash, ds4)");
     } else if (a == "--tokenizer") {
       if (i + 1 >= argc) return usage("--tokenizer needs a tokenizer.json");
       tokenizer_path = argv[++i];
@@ -103,6 +121,7 @@ int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
     }
   }
   if (golden_path.empty() || prefix.empty()) return usage("GOLDEN.json and OUT_PREFIX are required");
+  if (family && draft_path.empty()) return usage("--draft-family goes with --draft FILE");
   try {
     const ds41::golden::Golden g = ds41::golden::load(golden_path);
 #if DS41_WITH_TEXT
@@ -113,6 +132,9 @@ int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
       if (std::filesystem::exists(config)) ds41::text::set_special_ids_from_config(*tok, config.string());
     }
 #endif
+    DS41_CHECK(draft_path.empty() || (g.config.has_dspark() && g.config.n_mtp_layers > 0), "--draft: ", golden_path,
+               " has no DSpark draft head (n_mtp_layers ", g.config.n_mtp_layers, ", dspark_block_size ",
+               g.config.dspark_block_size, ")");
     const ds41::WeightSet w = ds41::golden::regenerate_weights(g);
     const ds41::gguf::WriteResult res = ds41::gguf::write_model(g.config, w, prefix, opt);
     const auto& paths = res.paths;
@@ -129,6 +151,15 @@ int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
       std::printf("%s: %zu tensors\n", p.c_str(), f.tensors().size());
     }
     std::printf("wrote %s (%zu parameters) as %d shards\n", g.name.c_str(), w.size(), shards);
+    if (!draft_path.empty()) {
+      const auto f = family.value_or(ds41::gguf::DraftFamily::kDflash);
+      const ds41::gguf::WriteResult dr = ds41::gguf::write_draft(g.config, w, draft_path, opt, f);
+      for (const std::string& k : dr.kept) std::printf("draft kept: %s\n", k.c_str());
+      if (opt.experts || opt.dense) std::printf("draft: %ld tensors written in the requested types\n", dr.converted);
+      ds41::gguf::GgufFile df(draft_path);  // read back
+      std::printf("%s: DSpark draft file (%s family, %d stages), %zu tensors\n", draft_path.c_str(),
+                  ds41::gguf::draft_family_name(f), g.config.n_mtp_layers, df.tensors().size());
+    }
     return 0;
   } catch (const ds41::Error& e) {
     std::fprintf(stderr, "ds41-gguf-write: %s\n", e.what());

@@ -1,11 +1,14 @@
 // ds41/io/gguf_weights.hpp — GgufWeights, the file-backed WeightSource (each tensor read with
 // pread from its shard when a component asks for it, converted to the library's formats), and
-// write_model, which writes any model (config + WeightSource) as GGUF shards.
+// write_model, which writes any model (config + WeightSource) as GGUF shards; a DSpark draft file
+// beside the main file (gguf_draft.hpp) is served through the same GgufWeights, and write_draft
+// writes one.
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+#include "gguf_draft.hpp"
 #include "gguf_model.hpp"
 
 #include "../core/fp_exact_begin.hpp"
@@ -19,12 +22,23 @@ class GgufWeights : public WeightSource {
       : shards_(std::make_shared<gguf::GgufShards>(first_shard, progress)),
         dialect_(gguf::detect_dialect(*shards_)),
         cfg_(gguf::read_config(*shards_, dialect_)) {}
+  /// The main model and a DSpark draft file (gguf_draft.hpp: llama.cpp's dflash or ds4's support
+  /// GGUF) as one source: config() has the draft's DSpark fields, mtp.* names are read from the
+  /// draft file. An empty `draft` is the main file alone.
+  GgufWeights(const std::string& first_shard, const Progress& progress, const std::string& draft)
+      : GgufWeights(first_shard, progress) {
+    if (draft.empty()) return;
+    draft_ = std::make_shared<const gguf::GgufDraft>(draft, cfg_, progress);
+    cfg_ = draft_->config();
+  }
 
   const ModelConfig& config() const { return cfg_; }
   /// The metadata and tensor-name dialect of the file (detected from its metadata).
   gguf::Dialect dialect() const { return dialect_; }
   const gguf::GgufShards& shards() const { return *shards_; }
   std::shared_ptr<const gguf::GgufShards> shared_shards() const { return shards_; }
+  /// The DSpark draft file, when one was given.
+  const gguf::GgufDraft* draft() const { return draft_.get(); }
 
   /// The GGUF tensor behind a reference name, with the part of it the name is; throws when absent.
   std::pair<gguf::NameRef, const gguf::TensorInfo*> locate(const std::string& name) const {
@@ -36,6 +50,7 @@ class GgufWeights : public WeightSource {
   }
 
   bool has(const std::string& name) const override {
+    if (draft_ && name.rfind("mtp.", 0) == 0) return draft_->has(name);
     auto ref = gguf::to_gguf(name, dialect_);
     if (!ref) return false;
     const gguf::TensorInfo* t = shards_->find(ref->gguf);
@@ -44,6 +59,7 @@ class GgufWeights : public WeightSource {
   }
 
   HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
+    if (draft_ && name.rfind("mtp.", 0) == 0) return draft_->load(name, shape);
     auto [ref, t] = locate(name);
     const std::string what = "gguf " + shards_->shard(t->shard).path() + ": tensor '" + t->name + "'";
     std::vector<long> have = t->shape();
@@ -73,6 +89,7 @@ class GgufWeights : public WeightSource {
   std::shared_ptr<gguf::GgufShards> shards_;
   gguf::Dialect dialect_;
   ModelConfig cfg_;
+  std::shared_ptr<const gguf::GgufDraft> draft_;
 };
 
 namespace gguf {
@@ -116,6 +133,27 @@ struct WriteResult {
   std::vector<std::string> kept;   // "NAME: why", tensors a type was asked for but that keep their encoding
 };
 
+/// A tensor's GGUF bytes for write_model / write_draft: in `want` when asked and possible, else
+/// in its own encoding (a tensor whose rows are not whole blocks of `want` is noted in `kept`).
+inline std::pair<TensorType, std::vector<uint8_t>> encode_for_write(const HostTensor& t, const std::optional<TensorType>& want,
+                                                                    const std::string& ref, std::vector<std::string>* kept) {
+  const std::string what = "gguf writer: tensor '" + ref + "'";
+  if (!want) return encode_tensor(t, what);
+  const GgmlTypeInfo* info = ggml_info(*want);
+  DS41_CHECK(info && (quantizable_block_type(*want) || *want == TensorType::kQ8_0 || *want == TensorType::kF32 ||
+                      *want == TensorType::kF16 || *want == TensorType::kBF16),
+             "gguf writer: cannot write type ", tensor_type_name(*want));
+  auto own = encode_tensor(t, what);
+  if (own.first == *want) return own;
+  if (t.shape.size() != 2 || t.shape[1] % info->block_elems != 0) {
+    if (kept)
+      kept->push_back(ref + ": rows of " + std::to_string(t.shape.back()) + " are not whole " + tensor_type_name(*want) +
+                      " blocks of " + std::to_string(info->block_elems) + ", kept " + tensor_type_name(own.first));
+    return own;
+  }
+  return std::pair<TensorType, std::vector<uint8_t>>{*want, encode_values(t.to_f32(), *want)};
+}
+
 /// Write a model's parameters (every tensor the config implies, taken from `w` by reference name)
 /// and its config as GGUF files PREFIX-0000k-of-0000n.gguf. A tensor given a type whose block does
 /// not divide its rows (K-quants need K % 256 == 0) keeps its own encoding (listed in `kept`, as
@@ -137,22 +175,7 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
   };
   // t in `want` when asked and possible, else its own encoding
   auto encode = [&](const HostTensor& t, const std::optional<TensorType>& want, const std::string& ref, bool note) {
-    const std::string what = "gguf writer: tensor '" + ref + "'";
-    if (!want) return encode_tensor(t, what);
-    const GgmlTypeInfo* info = ggml_info(*want);
-    DS41_CHECK(info && (quantizable_block_type(*want) || *want == TensorType::kQ8_0 || *want == TensorType::kF32 ||
-                        *want == TensorType::kF16 || *want == TensorType::kBF16),
-               "gguf writer: cannot write type ", tensor_type_name(*want));
-    auto own = encode_tensor(t, what);
-    if (own.first == *want) return own;
-    if (t.shape.size() != 2 || t.shape[1] % info->block_elems != 0) {
-      if (note)
-        res.kept.push_back(ref + ": rows of " + std::to_string(t.shape.back()) + " are not whole " +
-                           tensor_type_name(*want) + " blocks of " + std::to_string(info->block_elems) + ", kept " +
-                           tensor_type_name(own.first));
-      return own;
-    }
-    return std::pair<TensorType, std::vector<uint8_t>>{*want, encode_values(t.to_f32(), *want)};
+    return encode_for_write(t, want, ref, note ? &res.kept : nullptr);
   };
   auto put = [&](const std::string& ref) {
     if (!w.has(ref)) return;
@@ -197,6 +220,121 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
   for (const LayerName& n : kTopNames)
     if (std::string(n.ref) != "embed.weight") put(n.ref);
   res.paths = out.write_shards(prefix, opt.shards);
+  return res;
+}
+
+/// The metadata of a draft file of family f for `c` (gguf_draft.hpp reads it back).
+inline void write_draft_config(GgufWriter& out, const ModelConfig& c, DraftFamily f) {
+  const int S = c.n_mtp_layers;
+  if (f == DraftFamily::kDs4) {
+    auto u32 = [&](const char* k, long v) { out.set(std::string("dspark.") + k, Value::u32(static_cast<uint32_t>(v))); };
+    out.set("general.architecture", Value::string(kDs4DraftArch));
+    out.set("dspark.target_architecture", Value::string(kArch));
+    u32("stage_count", S);
+    u32("block_size", c.dspark_block_size);
+    u32("noise_token_id", c.dspark_noise_token_id);
+    u32("markov_rank", c.dspark_markov_rank);
+    u32("expert_count", c.dspark_experts());
+    u32("expert_used_count", c.dspark_active_experts());
+    out.set("dspark.target_layer_ids", Value::int_array(ValueType::kU32, c.dspark_target_layer_ids));
+    return;
+  }
+  // llama.cpp's dflash: the draft keys, and the deepseek keys of the stages (as the V4.1 forks'
+  // converters write them from DeepseekV4Model.set_gguf_parameters)
+  const std::string p = "dflash.";
+  auto u32 = [&](const char* k, long v) { out.set(p + k, Value::u32(static_cast<uint32_t>(v))); };
+  auto f64 = [&](const char* k, double v) { out.set(p + k, Value::f64(v)); };
+  out.set("general.architecture", Value::string("dflash"));
+  u32("block_count", S);
+  u32("block_size", c.dspark_block_size);
+  out.set(p + "target_layers", Value::int_array(ValueType::kI32, c.dspark_target_layer_ids));
+  out.set(p + "dsv41_semantics", Value::boolean(true));
+  out.set("tokenizer.ggml.mask_token_id", Value::u32(static_cast<uint32_t>(c.dspark_noise_token_id)));
+  u32("expert_count", c.dspark_experts());
+  u32("expert_used_count", c.dspark_active_experts());
+  u32("embedding_length", c.dim);
+  u32("attention.head_count", c.n_heads);
+  u32("attention.key_length", c.head_dim);
+  u32("attention.value_length", c.head_dim);
+  u32("attention.q_lora_rank", c.q_lora_rank);
+  u32("attention.output_group_count", c.o_groups);
+  u32("attention.output_lora_rank", c.o_lora_rank);
+  u32("attention.sliding_window", c.window_size);
+  out.set(p + "attention.compress_ratios", Value::int_array(ValueType::kI32, std::vector<int>(S, 0)));
+  f64("attention.layer_norm_rms_epsilon", c.norm_eps);
+  u32("rope.dimension_count", c.rope_head_dim);
+  u32("expert_feed_forward_length", c.moe_inter_dim);
+  u32("expert_shared_count", c.n_shared_experts);
+  u32("expert_gating_func", gating_func_id(c.score_func));
+  f64("expert_weights_scale", c.route_scale);
+  out.set(p + "expert_weights_norm", Value::boolean(c.norm_topk_prob));
+  out.set(p + "swiglu_clamp_exp", Value::array(ValueType::kF64, std::vector<Value>(S, Value::f64(c.swiglu_limit))));
+  u32("hyper_connection.count", c.hc_mult);
+  u32("hyper_connection.sinkhorn_iterations", c.hc_sinkhorn_iters);
+  f64("hyper_connection.epsilon", c.hc_eps);
+}
+
+/// Write the DSpark draft head of a model (`c` with DSpark stages, the mtp.* tensors of `w`) as
+/// one draft file of family f at `path` (docs/GGUF.md "DSpark draft files"). opt.experts applies to
+/// the stages' routed experts (stacked per stage), opt.dense to the stages' dense_quantized_weight
+/// matrices and main_proj; the Markov embedding (a table: bf16 or f32), the Markov and confidence
+/// heads, norms, routers and hc keep their encoding.
+inline WriteResult write_draft(const ModelConfig& c, const WeightSource& w, const std::string& path,
+                               const WriteOptions& opt, DraftFamily f) {
+  DS41_CHECK(c.has_dspark(), "gguf writer: the model has no DSpark draft head (n_mtp_layers ", c.n_mtp_layers,
+             ", dspark_block_size ", c.dspark_block_size, ")");
+  const auto* ws = dynamic_cast<const WeightSet*>(&w);
+  DS41_CHECK(ws, "gguf writer: write_draft needs a WeightSet source");
+  DS41_CHECK(ws->has("mtp.0.main_proj.weight"), "gguf writer: the weights carry no draft head (no mtp.* tensors)");
+  const int S = c.n_mtp_layers;
+  WriteResult res;
+  GgufWriter out(opt.alignment);
+  write_draft_config(out, c, f);
+  auto shape_of = [&](const std::string& n) {
+    auto it = ws->all().find(n);
+    DS41_CHECK(it != ws->all().end(), "gguf writer: missing tensor '", n, "'");
+    return it->second.shape;
+  };
+  auto put = [&](const std::string& ref, const std::optional<TensorType>& want) {
+    if (!w.has(ref)) return;
+    const HostTensor t = w.load(ref, shape_of(ref));
+    auto [type, bytes] = encode_for_write(t, want, ref, &res.kept);
+    if (want && type == *want) ++res.converted;
+    out.add_tensor(to_draft_gguf(ref, f, S)->gguf, t.shape, type, std::move(bytes));
+  };
+  auto root = [&](int i) {
+    const DraftRootName& r = kDraftRoots[i];
+    return "mtp." + std::to_string(r.last_stage ? S - 1 : 0) + "." + r.ref;
+  };
+  put(root(0), opt.dense);                                                   // main_proj
+  put(root(1), std::nullopt);                                                // main_norm
+  for (int s = 0; s < S; ++s) {
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    for (const LayerName& n : kLayerNames)
+      put(p + n.ref, opt.dense && dense_quantized_weight(std::string("layers.0.") + n.ref) ? opt.dense : std::nullopt);
+    for (int k = 1; k <= 3; ++k) {  // routed experts merged into one [E, rows, cols] tensor
+      const std::string name = to_draft_gguf(p + "ffn.experts.0.w" + std::to_string(k) + ".weight", f, S)->gguf;
+      std::vector<uint8_t> merged;
+      std::vector<long> shape;
+      TensorType type = TensorType::kF32;
+      for (int e = 0; e < c.dspark_experts(); ++e) {
+        const std::string ref = p + "ffn.experts." + std::to_string(e) + ".w" + std::to_string(k) + ".weight";
+        const HostTensor t = w.load(ref, shape_of(ref));
+        auto [ty, bytes] = encode_for_write(t, opt.experts, name, e == 0 ? &res.kept : nullptr);
+        DS41_CHECK(e == 0 || (ty == type && t.shape == shape), "gguf writer: expert ", e, " of draft stage ", s,
+                   " differs in type or shape from expert 0");
+        type = ty;
+        shape = t.shape;
+        merged.insert(merged.end(), bytes.begin(), bytes.end());
+      }
+      if (opt.experts && type == *opt.experts) ++res.converted;
+      shape.insert(shape.begin(), c.dspark_experts());
+      out.add_tensor(name, shape, type, std::move(merged));
+    }
+  }
+  for (int i = 2; i < 6; ++i) put(root(i), std::nullopt);  // norm, Markov embedding and head, confidence
+  out.write_file(path);
+  res.paths = {path};
   return res;
 }
 
