@@ -14,7 +14,7 @@ cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41
 # streamed experts, every GGUF type, memory). The parsers, configs, CLI refusals and the CUDA
 # plans have no vector code: the README's test command covers them (this keeps CI within its time).
 targets=(ds41-golden test_golden_host test_host_kernels test_host_attention test_backend_ops test_sequence
-         test_streaming test_dspark test_gguf_types test_memory)
+         test_streaming test_dspark test_gguf_types test_gguf_dspark test_memory)
 cmake --build build-portable -j2 --target "${targets[@]}"
 # the golden at the released shapes takes minutes with vector code; the scalar fallback leaves it out,
 # and the goldens' teacher-forced and serving variants (the same kernels as the plain runs, which stay)

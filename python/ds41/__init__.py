@@ -257,10 +257,11 @@ class Model:
         return cls(_ds41.Model.from_golden(os.fspath(path)))
 
     @classmethod
-    def from_gguf(cls, path: Union[str, os.PathLike], cache_experts: int = 0) -> "Model":
+    def from_gguf(cls, path: Union[str, os.PathLike], cache_experts: int = 0, draft=None) -> "Model":
         """A GGUF model (path of its first shard). cache_experts > 0: routed experts streamed from
-        the file through a cache of that many experts (else all resident)."""
-        return cls(_ds41.Model.from_gguf(os.fspath(path), int(cache_experts)))
+        the file through a cache of that many experts (else all resident). draft: a DSpark draft
+        file (llama.cpp's dflash or ds4's support GGUF) giving the model its draft head."""
+        return cls(_ds41.Model.from_gguf(os.fspath(path), int(cache_experts), os.fspath(draft) if draft else ""))
 
     @classmethod
     def from_checkpoint(cls, dir: Union[str, os.PathLike], max_seq_len: int = 4096, golden=None, tokenizer=None,

@@ -315,8 +315,10 @@ void bind_model(nb::module_& m) {
   nb::class_<ModelHandle>(m, "Model")
       .def_static("from_golden", &load_golden, "path"_a, nb::call_guard<nb::gil_scoped_release>(),
                   "The model of a golden file, weights regenerated (host backend).")
-      .def_static("from_gguf", &load_gguf, "path"_a, "cache_experts"_a = 0, nb::call_guard<nb::gil_scoped_release>(),
-                  "A GGUF model (its first shard); cache_experts > 0 streams the routed experts through a cache.")
+      .def_static("from_gguf", &load_gguf, "path"_a, "cache_experts"_a = 0, "draft"_a = "",
+                  nb::call_guard<nb::gil_scoped_release>(),
+                  "A GGUF model (its first shard); cache_experts > 0 streams the routed experts through a cache; "
+                  "draft: a DSpark draft file.")
       .def_static("from_checkpoint", &load_checkpoint, "dir"_a, "max_seq_len"_a = 4096, "golden"_a = "",
                   "tokenizer"_a = "", "cache_experts"_a = 0, nb::call_guard<nb::gil_scoped_release>(),
                   "A safetensors checkpoint in DeepSeek's release layout.")

@@ -145,8 +145,11 @@ std::shared_ptr<ModelHandle> load_files(std::shared_ptr<const W> w, const std::s
       what + " (experts streamed, cache of " + std::to_string(cache_experts) + ")", keep, w->config(), *w, *cache);
 }
 
-inline std::shared_ptr<ModelHandle> load_gguf(const std::string& path, long cache_experts) {
-  return load_files(std::make_shared<const GgufWeights>(path), "gguf " + path, cache_experts);
+/// A GGUF model (its first shard), with DSpark's draft head from a separate draft file when
+/// `draft` is given (docs/GGUF.md, "DSpark draft files").
+inline std::shared_ptr<ModelHandle> load_gguf(const std::string& path, long cache_experts, const std::string& draft) {
+  return load_files(std::make_shared<const GgufWeights>(path, GgufWeights::Progress{}, draft),
+                    "gguf " + path + (draft.empty() ? "" : " + draft " + draft), cache_experts);
 }
 
 /// A checkpoint in DeepSeek's release layout. Engram hash parameters (needed when the config names

@@ -85,6 +85,23 @@ def test_gguf_bit_for_bit(goldens, tmp_path):
         assert compared > 0 and problems == [], "\n".join(problems[:20])
 
 
+def test_gguf_with_draft_file_bit_for_bit(goldens, tmp_path):
+    """The public DSpark golden's model as GGUF + a dflash draft file (ds41-gguf-write --draft),
+    read back by from_gguf(draft=): every capture, the draft calls' included."""
+    writer = os.environ.get("DS41_GGUF_WRITE")
+    if not writer:
+        pytest.skip("DS41_GGUF_WRITE (the ds41-gguf-write binary) not given; CTest gives it")
+    path = goldens / "ds41_tiny_dspark_golden.json"
+    draft = tmp_path / "draft.gguf"
+    subprocess.run([writer, str(path), str(tmp_path / "tiny"), "--draft", str(draft)], check=True, capture_output=True)
+    first = sorted(tmp_path.glob("tiny*.gguf"))[0]
+    model = ds41.Model.from_gguf(first, draft=draft)
+    assert model.has_draft_head
+    problems, compared = gc.run_golden(model, gc.load(path))
+    assert compared > 0 and problems == [], "\n".join(problems[:20])
+    assert not ds41.Model.from_gguf(first).has_draft_head
+
+
 def test_checker_catches_a_difference(goldens):
     """The comparison can fail: one element of one capture changed by one ulp, a missing capture,
     a wrong argmax."""
