@@ -68,6 +68,15 @@ void check_release_shapes(const ModelConfig& c) {
   CHECK(c.dim == 5120);
   CHECK(c.moe_inter_dim == 2304);
   CHECK(c.n_layers == 40);
+  // DSpark: 3 stages of block 5 over layers 37-39, 128 experts top-3, Markov rank 256
+  CHECK(c.n_mtp_layers == 3);
+  CHECK(c.dspark_block_size == 5);
+  CHECK(c.dspark_noise_token_id == 128799);
+  CHECK(c.dspark_target_layer_ids == std::vector<int>{37, 38, 39});
+  CHECK(c.dspark_markov_rank == 256);
+  CHECK(c.dspark_experts() == 128);
+  CHECK(c.dspark_active_experts() == 3);
+  CHECK(c.has_dspark());
   CHECK(c.n_heads == 64);
   CHECK(c.head_dim == 512);
   CHECK(c.rope_head_dim == 64);
@@ -206,16 +215,16 @@ TEST_CASE("hf config: the release's two config files parse, agree and give the r
   // what ds41 reads past is listed once per file, under the names the file uses
   CHECK(n.find("config " + kRelease + "/config.json: not modelled by ds41, read past: ") != std::string::npos);
   for (const char* k : {"vision_config", "image_token_id", "architectures", "transformers_version", "dtype",
-                        "text_config.dspark_block_size", "text_config.max_position_embeddings",
+                        "text_config.max_position_embeddings",
                         "text_config.topk_method"})
     CHECK_MESSAGE(n.find(k) != std::string::npos, k);
   CHECK(n.find("engram_vocab_size") == std::string::npos);  // read: the engram primes' search start
   CHECK(both.model.engram_vocab_size == 16000000);
   CHECK(n.find("config " + kRelease + "/inference/config.json: not modelled by ds41, read past: ") != std::string::npos);
   CHECK(n.find("vision_n_layers") != std::string::npos);
-  CHECK(n.find("dspark_n_activated_experts") != std::string::npos);
+  CHECK(n.find("dspark_") == std::string::npos);  // modelled (the draft head), not read past
   CHECK(n.find("unknown keys") == std::string::npos);  // the release has none
-  CHECK(n.find("MTP: 3 draft layers (mtp.*) skipped") != std::string::npos);
+  CHECK(n.find("DSpark: 3 stages (mtp.*), block 5, 3 target layers") != std::string::npos);
   CHECK(n.find("vision: 32 ViT layers skipped") != std::string::npos);
 
   SUBCASE("each form alone") {
@@ -391,7 +400,7 @@ TEST_CASE("hf config: a release-layout checkpoint of the tiny fp8 golden reads b
   CHECK(w.config_files().size() == 2);
   CHECK(w.generation().eos_token_ids == std::vector<long>{1});
   CHECK(w.generation().bos_token_id == 0);
-  CHECK(all_notes(log).find("MTP: 1 draft layers (mtp.*) skipped") != std::string::npos);
+  CHECK(all_notes(log).find("MTP: 1 layers without dspark_block_size (mtp.* not loaded)") != std::string::npos);
   CHECK(w.shards().find("mtp.0.norm.weight") != nullptr);
   CHECK(!w.has("mtp.0.norm.weight"));
   const ModelConfig& c = w.config();

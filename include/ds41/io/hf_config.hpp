@@ -140,11 +140,11 @@ inline const std::set<std::string>& model_args_fields() {
   return s;
 }
 
-/// ModelArgs fields ds41 reads past: runtime fields, and parts it does not model (vision, DSpark
-/// draft head, the image token).
+/// ModelArgs fields ds41 reads past: runtime fields, and parts it does not model (vision, the
+/// image token). DSpark's dspark_* fields it models (model/dspark.hpp).
 inline bool not_modelled_arg(const std::string& k) {
   return k == "max_batch_size" || k == "max_seq_len" || k == "temperature" || k == "image_token_id" ||
-         k.rfind("vision_", 0) == 0 || k.rfind("dspark_", 0) == 0;
+         k.rfind("vision_", 0) == 0;
 }
 
 /// The HF form is recognised by `text_config` or `model_type` (the ModelArgs form has neither).

@@ -187,11 +187,18 @@ inline ModelConfig model_config_from_args(const nlohmann::json& j, const std::st
   c.dspark_markov_rank = I("dspark_markov_rank", 256);
   c.dspark_n_routed_experts = I("dspark_n_routed_experts", 0);
   c.dspark_n_activated_experts = I("dspark_n_activated_experts", 0);
-  if (!c.has_dspark()) {
-    c.compress_ratios.resize(c.n_layers);  // MTP layers without a DSpark block size: nothing runs them
-    if (n_mtp > 0 && notes)
-      notes->push_back("MTP: " + std::to_string(n_mtp) + " layers without dspark_block_size (mtp.* not loaded)");
+  if (c.has_dspark()) {
+    for (int s = 0; s < n_mtp; ++s)  // DSparkAttention asserts ratio 0 (M:1034)
+      DS41_CHECK(c.compress_ratios[c.n_layers + s] == 0, where, ": key '", K("compress_ratios"), "' gives DSpark stage ",
+                 s, " ratio ", c.compress_ratios[c.n_layers + s], "; the stages are window-only (0)");
+    if (notes)
+      notes->push_back("DSpark: " + std::to_string(n_mtp) + " stages (mtp.*), block " +
+                       std::to_string(c.dspark_block_size) + ", " + std::to_string(c.dspark_target_layer_ids.size()) +
+                       " target layers");
+  } else if (n_mtp > 0 && notes) {
+    notes->push_back("MTP: " + std::to_string(n_mtp) + " layers without dspark_block_size (mtp.* not loaded)");
   }
+  c.compress_ratios.resize(c.n_layers);  // the stages' ratios (0) are ModelConfig::ratio's default
   if (!c.engram_layer_ids.empty()) {
     DS41_CHECK(params.engram.has_value(), where, ": engram layers ", shape_str({c.engram_layer_ids.begin(), c.engram_layer_ids.end()}),
                " need the engram hash parameters (token map, primes, offsets, multipliers: they come from the "
@@ -278,9 +285,11 @@ inline bool checkpoint_has_engram(const std::string& dir) {
   return false;
 }
 
-/// Names that belong to parts of the released checkpoint this library does not model (the
-/// DSpark stages mtp.* it does: model/dspark.hpp).
-inline bool skipped_name(const std::string& n) {
+/// Names that belong to parts of the released checkpoint this library does not model, or does
+/// not load for this configuration: the DSpark stages mtp.* load when it has a draft head
+/// (`dspark`: ModelConfig::has_dspark(); model/dspark.hpp).
+inline bool skipped_name(const std::string& n, bool dspark) {
+  if (!dspark && n.rfind("mtp.", 0) == 0) return true;
   for (const char* p : {"vision.", "aligner.", "image_start", "image_end", "image_newline"})
     if (n.rfind(p, 0) == 0) return true;
   return false;
@@ -377,10 +386,10 @@ class SafetensorsWeights : public WeightSource {
     config_files_ = std::move(cc.files);
     long skipped = 0;
     for (const auto& [name, t] : shards_->tensors()) {
-      if (safetensors::skipped_name(name)) ++skipped;
+      if (skipped_name(name)) ++skipped;
       else total_bytes_ += t.bytes;
     }
-    if (skipped) notes.push_back(std::to_string(skipped) + " vision tensors are not loaded");
+    if (skipped) notes.push_back(std::to_string(skipped) + " mtp/vision tensors are not loaded");
     if (progress_)
       for (const std::string& n : notes) progress_("note: " + n);
   }
@@ -389,6 +398,8 @@ class SafetensorsWeights : public WeightSource {
       : SafetensorsWeights(dir, safetensors::CheckpointParams{max_seq_len, std::move(engram)}, progress) {}
 
   const ModelConfig& config() const { return cfg_; }
+  /// Whether `name` is indexed but not loaded (vision; mtp.* without a DSpark configuration).
+  bool skipped_name(const std::string& name) const { return safetensors::skipped_name(name, cfg_.has_dspark()); }
   /// bos/eos/pad ids and max_position_embeddings from the HF-form config.json (empty when the
   /// directory has only the ModelArgs form, which states none).
   const safetensors::GenerationInfo& generation() const { return generation_; }
@@ -401,7 +412,7 @@ class SafetensorsWeights : public WeightSource {
   long tensors_loaded() const { return tensors_loaded_; }
 
   bool has(const std::string& name) const override {
-    if (safetensors::skipped_name(name)) return false;
+    if (skipped_name(name)) return false;
     return shards_->find(name) != nullptr;
   }
 
@@ -409,7 +420,7 @@ class SafetensorsWeights : public WeightSource {
   Parts parts(const std::string& name) const {
     using safetensors::ends_with;
     const std::string dir = shards_->dir();
-    DS41_CHECK(!safetensors::skipped_name(name), "safetensors ", dir, ": tensor '", name,
+    DS41_CHECK(!skipped_name(name), "safetensors ", dir, ": tensor '", name,
                "' belongs to the MTP/vision part, which is not loaded");
     const TensorInfo* t = shards_->find(name);
     DS41_CHECK(t, "safetensors ", dir, ": missing tensor '", name, "'");
