@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 #include "bench_common.hpp"
@@ -84,12 +85,13 @@ struct V41Served {
   std::unique_ptr<Model<B>> model;
   std::vector<uint8_t> after_prompt;
 
-  static V41Served& get(int layers, long prompt) {
-    static std::map<std::pair<int, long>, std::unique_ptr<V41Served>> made;
-    auto& p = made[{layers, prompt}];
+  /// `cfg_of`: the configuration of a layer count (v41_config, or v41_dspark_config).
+  static V41Served& get(int layers, long prompt, ModelConfig (*cfg_of)(int) = v41_config) {
+    static std::map<std::tuple<int, long, ModelConfig (*)(int)>, std::unique_ptr<V41Served>> made;
+    auto& p = made[{layers, prompt, cfg_of}];
     if (!p) {
       p = std::make_unique<V41Served>();
-      p->cfg = v41_config(layers);
+      p->cfg = cfg_of(layers);
       p->model = std::make_unique<Model<B>>(p->cfg, p->w);
       auto s = p->model->make_sequence();
       std::vector<int32_t> toks(prompt);
@@ -228,33 +230,22 @@ template <class B>
 void v41_dspark_rounds(benchmark::State& st) {
   const int layers = static_cast<int>(st.range(0)), k = static_cast<int>(st.range(1));
   const long tokens = 12;
-  static std::map<int, std::unique_ptr<V41SyntheticWeights>> ws;
-  static std::map<int, std::unique_ptr<Model<B>>> models;
-  static std::map<int, std::vector<uint8_t>> after;
-  const ModelConfig c = v41_dspark_config(layers);
-  if (!models[layers]) {
-    ws[layers] = std::make_unique<V41SyntheticWeights>();
-    models[layers] = std::make_unique<Model<B>>(c, *ws[layers]);
-    auto s = models[layers]->make_sequence();
-    std::vector<int32_t> toks(256);
-    for (long i = 0; i < 256; ++i) toks[i] = static_cast<int32_t>((i * 7919) % c.vocab_size);
-    models[layers]->extend(s, toks);
-    after[layers] = models[layers]->snapshot(s);
-  }
-  Model<B>& m = *models[layers];
+  V41Served<B>& served = V41Served<B>::get(layers, 256, v41_dspark_config);
+  const ModelConfig& c = served.cfg;
+  Model<B>& m = *served.model;
   const int block = c.dspark_block_size;
   double plain_s = 0, spec_s = 0;
   SpecStats total;
   for (auto _ : st) {
     // plain greedy decoding: the tokens speculation must give
-    auto p = m.restore(after[layers]);
+    auto p = m.restore(served.after_prompt);
     std::vector<int32_t> plain{1};
     auto t0 = std::chrono::steady_clock::now();
     for (long i = 0; i < tokens + block; ++i) plain.push_back(m.extend(p, {plain.back()}).argmax);
     auto t1 = std::chrono::steady_clock::now();
     plain_s += std::chrono::duration<double>(t1 - t0).count() * tokens / (tokens + block);
     // speculative rounds with forced drafts
-    auto s = m.restore(after[layers]);
+    auto s = m.restore(served.after_prompt);
     Speculator<Model<B>> spec(m, {});
     size_t at = 0;  // plain[at] is the anchor
     t0 = std::chrono::steady_clock::now();

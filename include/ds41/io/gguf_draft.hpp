@@ -344,10 +344,7 @@ class GgufDraft : public WeightSource {
 
   bool has(const std::string& name) const override {
     auto ref = to_draft_gguf(name, family_, stages());
-    if (!ref) return false;
-    const TensorInfo* t = shards_->find(ref->gguf);
-    if (!t) return false;
-    return ref->part != Part::kExpertSlice || (t->dims.size() == 3 && static_cast<uint64_t>(ref->expert) < t->dims[2]);
+    return ref && holds(*ref, shards_->find(ref->gguf));
   }
 
   /// As GgufWeights::load; besides the exact shape, a tensor holding the same rows in another
@@ -356,15 +353,9 @@ class GgufDraft : public WeightSource {
   HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
     auto [ref, t] = locate(name);
     const std::string what = "gguf draft " + shards_->shard(t->shard).path() + ": tensor '" + t->name + "'";
-    std::vector<long> have = t->shape();
-    uint64_t offset = t->offset, bytes = t->bytes;
-    if (ref.part == Part::kExpertSlice) {
-      DS41_CHECK(have.size() == 3 && ref.expert < have[0], what, " has shape ", shape_str({have.begin(), have.end()}),
-                 ", no expert ", ref.expert);
-      bytes = t->bytes / have[0];
-      offset += bytes * ref.expert;
-      have.erase(have.begin());
-    }
+    const TensorSlice slice = slice_of(ref, *t, what);
+    std::vector<long> have = slice.shape;
+    const uint64_t offset = slice.offset, bytes = slice.bytes;
     if (have != shape && numel(have) == numel(shape) && !have.empty() && !shape.empty() && have.back() == shape.back())
       have = shape;
     check_shape(name, have, shape);

@@ -17,6 +17,30 @@
 #include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 // ------------------------------------------------------------------------------------ tensors
+/// Whether tensor `t` holds what `ref` names (one expert of a merged [E, rows, cols] tensor: that
+/// expert exists).
+inline bool holds(const NameRef& ref, const TensorInfo* t) {
+  if (!t) return false;
+  return ref.part != Part::kExpertSlice || (t->dims.size() == 3 && static_cast<uint64_t>(ref.expert) < t->dims[2]);
+}
+
+/// Where the bytes `ref` names lie in tensor `t`, and their shape: the whole tensor, or one
+/// expert's slice of a merged [E, rows, cols] tensor (`what` names the tensor in errors).
+struct TensorSlice {
+  uint64_t offset = 0, bytes = 0;
+  std::vector<long> shape;
+};
+inline TensorSlice slice_of(const NameRef& ref, const TensorInfo& t, const std::string& what) {
+  TensorSlice s{t.offset, t.bytes, t.shape()};
+  if (ref.part != Part::kExpertSlice) return s;
+  DS41_CHECK(s.shape.size() == 3 && ref.expert < s.shape[0], what, " has shape ",
+             shape_str({s.shape.begin(), s.shape.end()}), ", no expert ", ref.expert);
+  s.bytes = t.bytes / s.shape[0];
+  s.offset += s.bytes * ref.expert;
+  s.shape.erase(s.shape.begin());
+  return s;
+}
+
 /// The block types decode_tensor widens to f32: the values of core/ggml_quants.hpp (ggml's
 /// dequantize_row_<type>, uncontracted), block by block. A block whose values are not all finite
 /// (an inf or NaN f16 scale) is refused, naming the tensor and the block.

@@ -52,25 +52,17 @@ class GgufWeights : public WeightSource {
   bool has(const std::string& name) const override {
     if (draft_ && name.rfind("mtp.", 0) == 0) return draft_->has(name);
     auto ref = gguf::to_gguf(name, dialect_);
-    if (!ref) return false;
-    const gguf::TensorInfo* t = shards_->find(ref->gguf);
-    if (!t) return false;
-    return ref->part != gguf::Part::kExpertSlice || (t->dims.size() == 3 && static_cast<uint64_t>(ref->expert) < t->dims[2]);
+    return ref && gguf::holds(*ref, shards_->find(ref->gguf));
   }
 
   HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
     if (draft_ && name.rfind("mtp.", 0) == 0) return draft_->load(name, shape);
     auto [ref, t] = locate(name);
     const std::string what = "gguf " + shards_->shard(t->shard).path() + ": tensor '" + t->name + "'";
-    std::vector<long> have = t->shape();
-    uint64_t offset = t->offset, bytes = t->bytes;
-    if (ref.part == gguf::Part::kExpertSlice) {  // one expert of the merged [E, rows, cols] tensor
-      DS41_CHECK(have.size() == 3 && ref.expert < have[0], what, " has shape ", shape_str({have.begin(), have.end()}),
-                 ", no expert ", ref.expert);
-      bytes = t->bytes / have[0];
-      offset += bytes * ref.expert;
-      have.erase(have.begin());
-    } else if (ref.part == gguf::Part::kEngramCodes || ref.part == gguf::Part::kEngramScales) {
+    const gguf::TensorSlice slice = gguf::slice_of(ref, *t, what);  // one expert of a merged tensor, or all
+    std::vector<long> have = slice.shape;
+    const uint64_t offset = slice.offset, bytes = slice.bytes;
+    if (ref.part == gguf::Part::kEngramCodes || ref.part == gguf::Part::kEngramScales) {
       DS41_CHECK(gguf::engram_row_type(t->type), what, ": engram table has type ", gguf::tensor_type_name(t->type),
                  ", expected DS41_FP8_ROW or I8 rows of e4m3 codes and e8m0 scales (row264)");
       DS41_CHECK(have.size() == 2 && gguf::engram_row_dim(t->type, have[1]) > 0, what, " of shape ",

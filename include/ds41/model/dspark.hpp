@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 #include "block.hpp"
+#include "own_sequence.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -200,14 +201,8 @@ class DSparkHead {
       B::for_each(V, [=] DS41_LAMBDA(long v) { lg[v] = lg[v] + bs[v]; });
       float* row = out.logits.data() + i * V;
       B::download(row, lg, V);
-      int32_t best = 0;
-      if (pick) {
-        best = pick(std::span<const float>(row, static_cast<size_t>(V)));
-        DS41_CHECK(best >= 0 && best < V, "DSpark: the draft's token choice ", best, " is outside the vocabulary");
-      } else {
-        for (long v = 1; v < V; ++v)  // torch.argmax: the first maximum
-          if (row[v] > row[best]) best = static_cast<int32_t>(v);
-      }
+      const int32_t best = pick ? pick(std::span<const float>(row, static_cast<size_t>(V))) : first_argmax(row, V);
+      DS41_CHECK(best >= 0 && best < V, "DSpark: the draft's token choice ", best, " is outside the vocabulary");
       out.tokens[i + 1] = best;
       if (i + 1 < T) B::upload(d_ids.data() + i + 1, &best, 1);  // the next row's Markov token
     }

@@ -472,9 +472,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
   static StepResult logits_row(const float* row, long V) {
     StepResult r;
     r.logits.assign(row, row + V);
-    r.argmax = 0;
-    for (long v = 1; v < V; ++v)
-      if (r.logits[v] > r.logits[r.argmax]) r.argmax = static_cast<int32_t>(v);
+    r.argmax = first_argmax(row, V);
     return r;
   }
 

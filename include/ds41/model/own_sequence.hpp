@@ -12,9 +12,17 @@
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
+/// torch.argmax of a row of n values: the index of the first maximum.
+inline int32_t first_argmax(const float* row, long n) {
+  int32_t best = 0;
+  for (long v = 1; v < n; ++v)
+    if (row[v] > row[best]) best = static_cast<int32_t>(v);
+  return best;
+}
+
 struct StepResult {
   std::vector<float> logits;  // [vocab]: the logits of one position
-  int32_t argmax = -1;        // torch.argmax of them (the first maximum)
+  int32_t argmax = -1;        // first_argmax of them
 };
 
 /// Base of Model<…> (CRTP): the model's own sequence. `ModelT` provides make_sequence(),

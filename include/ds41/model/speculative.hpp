@@ -92,17 +92,10 @@ class DraftAcceptor {
   }
   /// A token from a distribution (weights need not sum to 1).
   int32_t draw(const Dist& d) {
+    DS41_CHECK(!d.empty(), "speculative: a draw from an empty distribution");
     double total = 0;
     for (const auto& e : d) total += e.second;
-    const double u = rng_.uniform() * total;
-    double cum = 0;
-    for (const auto& [t, w] : d) {
-      cum += w;
-      if (u < cum) return t;
-    }
-    for (size_t i = d.size(); i-- > 0;)
-      if (d[i].second > 0) return d[i].first;
-    return d.empty() ? 0 : d.back().first;
+    return d[text::weighted_index(d.size(), [&](size_t i) { return d[i].second; }, rng_.uniform() * total)].first;
   }
 
  private:

@@ -74,6 +74,21 @@ inline double deterministic_exp(double x) {
   return std::ldexp(p, static_cast<int>(k));  // exact (rounded once if the result is subnormal)
 }
 
+/// Where a draw lands among n weighted entries (weight w(i), in order): the first whose running
+/// sum exceeds `target` (a uniform draw times the weights' total). Where rounding takes `target`
+/// to the total itself, the last entry with any weight (the last entry when none has).
+template <class Weight>
+size_t weighted_index(size_t n, Weight w, double target) {
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += w(i);
+    if (target < cum) return i;
+  }
+  for (size_t i = n; i-- > 0;)
+    if (w(i) > 0.0) return i;
+  return n - 1;
+}
+
 struct SamplerOptions {
   double temperature = 0;  ///< 0: greedy (argmax); > 0: sample from softmax(logits / temperature)
   int top_k = 0;           ///< keep the k largest logits (ties with the k-th kept); 0: all
@@ -117,17 +132,9 @@ class Sampler {
   /// The next token. Greedy consumes no randomness; sampling consumes one draw.
   int32_t sample(std::span<const float> logits) {
     if (opt_.temperature == 0.0) return argmax(logits);
-    const Kept kept = filter(logits);
+    const Kept kept = filter(logits);  // never empty: the largest logit has weight 1
     const double target = rng_.uniform() * kept.total;
-    double cum = 0.0;
-    for (size_t i = 0; i < kept.ids.size(); ++i) {
-      cum += kept.weights[i];
-      if (target < cum) return kept.ids[i];
-    }
-    // u * total can round up to total itself: the last token with any weight
-    for (size_t i = kept.ids.size(); i-- > 0;)
-      if (kept.weights[i] > 0.0) return kept.ids[i];
-    return kept.ids.back();  // unreachable: the largest logit has weight 1
+    return kept.ids[weighted_index(kept.ids.size(), [&](size_t i) { return kept.weights[i]; }, target)];
   }
 
  private:
