@@ -5,7 +5,9 @@
 // tiny golden written in the dialect loads, detects and runs bit-identical to the golden; and the
 // errors for an unknown architecture, no fitting dialect and a missing key.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
@@ -346,4 +348,220 @@ TEST_CASE("gguf dialects: errors name what was seen") {
       CHECK(e.find(std::string("missing key '") + k.drop + "'") != std::string::npos);
     }
   }
+}
+
+// ------------------------------------------------------------------ facts derived (docs/GGUF.md)
+namespace {
+
+/// The whole configuration as comparable text: the ModelArgs JSON plus what it leaves out.
+std::string config_text(const ModelConfig& c) {
+  std::string s = safetensors::config_json(c, "bf16", "bf16").dump();
+  s += " max_seq_len " + std::to_string(c.max_seq_len) + " pad " + std::to_string(c.engram.pad_id) + " map";
+  for (int32_t t : c.engram.token_map) s += " " + std::to_string(t);
+  for (const auto* v : {&c.engram.primes, &c.engram.offsets, &c.engram.multipliers}) {
+    s += " |";
+    for (int64_t x : *v) s += " " + std::to_string(x);
+  }
+  return s;
+}
+
+/// The configuration of published_header's tiny model (its tensors' sizes and roles).
+ModelConfig replica_config() {
+  ModelConfig c;
+  c.max_seq_len = 64;
+  c.vocab_size = V;
+  c.dim = D;
+  c.moe_inter_dim = I;
+  c.n_layers = 4;
+  c.n_heads = H;
+  c.n_routed_experts = E;
+  c.n_activated_experts = 2;
+  c.route_scale = 1.5;
+  c.swiglu_limit = 10;
+  c.q_lora_rank = Q;
+  c.head_dim = HD;
+  c.rope_head_dim = 16;
+  c.o_groups = OG;
+  c.o_lora_rank = OR;
+  c.window_size = 8;
+  c.compress_ratios = {0, 0, 2, 1};
+  c.kv_source_layers = kKvSources;
+  c.index_source_layers = kIndexSources;
+  c.original_seq_len = 16;
+  c.index_n_heads = IH;
+  c.index_head_dim = IDX;
+  c.index_topk = 4;
+  c.candidate_source_layer = 3;
+  c.candidate_topk_blocks = 2;
+  c.candidate_block_size = 4;
+  c.hc_mult = HC;
+  c.hc_sinkhorn_iters = 3;
+  c.engram_layer_ids = {1};
+  c.engram_num_embeddings = {ROWS};
+  c.engram_max_ngram_size = 3;
+  c.engram_n_heads = 2;
+  c.engram_head_dim = 32;
+  for (int t = 0; t < V; ++t) c.engram.token_map.push_back((t * 7) % 50);  // every id below 50 used
+  c.engram_compressed_vocab_size = 50;
+  c.engram_pad_id = 2;
+  c.engram.pad_id = c.engram.token_map[2];
+  c.engram.primes = {11, 13, 17, 19};
+  c.engram.offsets = {0, 11, 24, 41};
+  c.engram.multipliers = {3, 5, 7};
+  c.validate();
+  return c;
+}
+
+/// A file with `c`'s llama.cpp metadata but the keys `omit`, and `tensors`.
+std::string replica_file(const TempDir& dir, const std::string& name, const ModelConfig& c,
+                         const std::vector<std::string>& omit, const std::vector<Spec>& tensors) {
+  GgufWriter w;
+  write_config(w, c, Dialect::kLlamaCpp);
+  for (const std::string& k : omit) w.erase(k);
+  for (const Spec& t : tensors) add(w, t);
+  const std::string p = dir.file(name);
+  w.write_file(p);
+  return p;
+}
+
+/// The ds41-only keys but the candidate prefilter's (which only the release's layout derives).
+std::vector<std::string> derivable_keys() {
+  std::vector<std::string> k;
+  for (const std::string& s : ds41_only_keys())
+    if (s.find("candidate") == std::string::npos) k.push_back(s);
+  return k;
+}
+
+std::set<std::string> keys_of(const std::vector<DerivedFact>& d) {
+  std::set<std::string> out;
+  for (const DerivedFact& f : d) out.insert(f.key);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gguf derived facts: vcruz305's header without ds41's keys gives the same config") {
+  TempDir dir;
+  const ModelConfig c = replica_config();
+  const std::vector<Spec> specs = published_header(Dialect::kLlamaCpp);
+  const std::string with = replica_file(dir, "with.gguf", c, {}, specs);
+  std::vector<std::string> omit = derivable_keys();
+  omit.push_back("deepseek41.vocab_size");  // llama.cpp takes it from the vocabulary: derived too
+  const std::string without = replica_file(dir, "without.gguf", c, omit, specs);
+  GgufShards a(with), b(without);
+  CHECK(detect_dialect(b) == Dialect::kLlamaCpp);
+  for (const std::string& k : ds41_only_keys())
+    CHECK_MESSAGE(b.meta().has(k) == (k.find("candidate") != std::string::npos), k);
+  std::vector<DerivedFact> da, db;
+  const ModelConfig ca = read_config(a, Dialect::kLlamaCpp, &da), cb = read_config(b, Dialect::kLlamaCpp, &db);
+  CHECK(da.empty());
+  CHECK(config_text(ca) == config_text(c));
+  CHECK(config_text(cb) == config_text(c));
+  std::set<std::string> want(omit.begin(), omit.end());
+  CHECK(keys_of(db) == want);
+  for (const DerivedFact& f : db) CHECK_MESSAGE(!f.from.empty(), f.key);
+  CHECK(check_every_tensor_maps(b, Dialect::kLlamaCpp) + 4 == static_cast<int>(specs.size()));  // 4 exp_probs_b_vl
+
+  SUBCASE("without the candidate keys too: refused, naming the key") {
+    const std::string p = replica_file(dir, "none.gguf", c, ds41_only_keys(), specs);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find(p) != std::string::npos);
+    CHECK(e.find("missing key 'deepseek41.attention.candidate_source_layer_id'") != std::string::npos);
+    CHECK(e.find("cannot be derived") != std::string::npos);
+  }
+  SUBCASE("a stated role that the tensors contradict") {
+    std::vector<Spec> t;
+    for (const Spec& x : specs)
+      if (x.name.rfind("blk.3.attn_compressor_", 0) != 0 && x.name.rfind("blk.3.indexer.attn_k", 0) != 0 &&
+          x.name.rfind("blk.3.indexer.k_norm", 0) != 0)
+        t.push_back(x);  // layer 3 no kv source by its tensors
+    const std::string p = replica_file(dir, "roles.gguf", c, {}, t);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find("key 'deepseek41.attention.kv_source_layer_ids' = [2, 3] disagrees with the tensors") !=
+          std::string::npos);
+    CHECK(e.find("attn_compressor_kv.weight are [2]") != std::string::npos);
+  }
+  SUBCASE("index keys on a layer that is no kv source") {
+    std::vector<Spec> t = specs;
+    t.push_back({"blk.1.indexer.attn_k.weight", {HD, IDX}, TensorType::kF16});
+    const std::string p = replica_file(dir, "keys.gguf", c, omit, t);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find("the layers carrying the index keys (indexer.attn_k.weight) [1, 2, 3]") != std::string::npos);
+  }
+  SUBCASE("a token map that leaves compressed ids unused: the count is not derived") {
+    ModelConfig g = c;
+    for (int32_t& t : g.engram.token_map) t = t == 10 ? 11 : t;  // id 10 unused below the largest, 49
+    g.engram_compressed_vocab_size = 50;
+    const std::string p = replica_file(dir, "gaps.gguf", g, omit, specs);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find("missing key 'deepseek41.engram.compressed_vocab_size'") != std::string::npos);
+  }
+  SUBCASE("a pad token no id maps to") {
+    ModelConfig g = c;
+    g.engram.pad_id = 49;
+    for (int32_t& t : g.engram.token_map) t = t == 49 ? 48 : t;
+    g.engram_compressed_vocab_size = 50;  // still in range: validate accepts pad 49
+    std::vector<std::string> o = omit;
+    o.erase(std::find(o.begin(), o.end(), "deepseek41.engram.compressed_vocab_size"));
+    const std::string p = replica_file(dir, "pad.gguf", g, o, specs);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find("missing key 'deepseek41.engram.pad_token_id', and no token maps to the compressed pad") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("gguf derived facts: the tiny golden written without ds41's keys is bit-identical") {
+  const golden::Golden& g = tiny();
+  const WeightSet ws = golden::regenerate_weights(g);
+  TempDir dir;
+  WriteOptions opt;
+  opt.omit_keys = derivable_keys();
+  const auto paths = write_model(g.config, ws, dir.file("tiny"), opt).paths;
+  WriteOptions full;
+  GgufWeights w(paths[0]), ref(write_model(g.config, ws, dir.file("full"), full).paths[0]);
+  CHECK(config_text(w.config()) == config_text(ref.config()));
+  std::vector<DerivedFact> d;
+  read_config(w.shards(), w.dialect(), &d);
+  CHECK(keys_of(d) == std::set<std::string>(opt.omit_keys.begin(), opt.omit_keys.end()));
+  Model<HostBackend> resident(w.config(), w);
+  run_bit_identical(resident);
+  using HB = HostBackend;
+  StreamedExperts<HB>::Cache cache(w, {.capacity_experts = 3});
+  Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(w.config(), w, cache);
+  run_bit_identical(streamed);
+
+  // its candidate prefilter (source 3, 3 blocks of 2) is the golden's own: not derivable
+  opt.omit_keys = ds41_only_keys();
+  const std::string p = write_model(g.config, ws, dir.file("bare"), opt).paths[0];
+  const std::string e = error_of([&] { GgufWeights x(p); });
+  CHECK(e.find("missing key 'deepseek41.attention.candidate_source_layer_id'") != std::string::npos);
+}
+
+TEST_CASE("gguf derived facts: the candidate prefilter of the release's layout") {
+  std::ifstream in(std::string(DS41_RELEASE_CONFIG_DIR) + "/inference/config.json");
+  REQUIRE(in.good());
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ModelConfig c;
+  c.n_layers = j["n_layers"].get<int>();
+  c.dim = j["dim"].get<int>();
+  c.vocab_size = j["vocab_size"].get<long>();
+  c.n_heads = j["n_heads"].get<int>();
+  c.head_dim = j["head_dim"].get<int>();
+  c.compress_ratios = j["compress_ratios"].get<std::vector<int>>();
+  c.kv_source_layers = j["kv_source_layers"].get<std::vector<int>>();
+  c.index_source_layers = j["index_source_layers"].get<std::vector<int>>();
+  c.index_n_heads = j["index_n_heads"].get<int>();
+  c.index_head_dim = j["index_head_dim"].get<int>();
+  c.index_topk = j["index_topk"].get<int>();
+  CHECK(has_release_layout(c));  // 43 ratios (the DSpark stages'): the first 40 are the backbone's
+  const ReleaseCandidates r;
+  CHECK(r.source_layer == j["candidate_source_layer"].get<int>());
+  CHECK(r.topk_blocks == j["candidate_topk_blocks"].get<int>());
+  CHECK(r.block_size == j["candidate_block_size"].get<int>());
+  ModelConfig other = c;
+  other.index_source_layers.pop_back();
+  CHECK(!has_release_layout(other));
+  other = c;
+  other.compress_ratios[5] = 1;
+  CHECK(!has_release_layout(other));
 }

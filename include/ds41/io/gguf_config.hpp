@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 #include "../model/config.hpp"
+#include "gguf_derive.hpp"
 #include "gguf_names.hpp"
 #include "gguf_reader.hpp"
 #include "gguf_writer.hpp"
@@ -175,8 +176,78 @@ class MetaReader {
   const GgufFile& f_;
 };
 
-/// llama.cpp's and mxxm-t's metadata (the same keys but for engram_keys) → ModelConfig.
-inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
+/// The candidate prefilter (attention.candidate_*). A file that states none of it (published
+/// converters write none, and llama.cpp does not implement the prefilter: vcruz305's runtime caps
+/// the context where it would engage) takes the release's values when its layout is the release's
+/// (has_release_layout); any other such file is refused, naming the key.
+template <class Note>
+void read_candidates(const GgufShards& s, const MetaReader& m, ModelConfig& c, Note&& note) {
+  const GgufFile& f = s.meta();
+  const std::string src = key("attention.candidate_source_layer_id"), topk = key("attention.candidate_top_k_blocks"),
+                    bs = key("attention.candidate_block_size");
+  if (f.has(src)) {
+    c.candidate_source_layer = static_cast<int>(m.integer(src));
+    const bool on = c.candidate_source_layer >= 0;  // off: the sizes are unused (0 when absent)
+    c.candidate_topk_blocks = f.has(topk) || on ? static_cast<int>(m.integer(topk)) : 0;
+    c.candidate_block_size = f.has(bs) || on ? static_cast<int>(m.integer(bs)) : 0;
+    return;
+  }
+  DS41_CHECK(!f.has(topk) && !f.has(bs), "gguf ", s.path(), ": missing key '", src, "' ('",
+             f.has(topk) ? topk : bs, "' is present)");
+  DS41_CHECK(has_release_layout(c), "gguf ", s.path(), ": missing key '", src, "' (and '", topk, "', '", bs,
+             "'): the candidate prefilter cannot be derived: nothing in the file states it, and only a file with "
+             "DeepSeek-V4.1-Flash's released layout (40 layers of dim 5120, its compress ratios and source layers) "
+             "takes the release's values");
+  const ReleaseCandidates r;
+  c.candidate_source_layer = r.source_layer;
+  c.candidate_topk_blocks = r.topk_blocks;
+  c.candidate_block_size = r.block_size;
+  const std::string from = "the release's config (the file has its layout): ";
+  note("attention.candidate_source_layer_id", from + std::to_string(r.source_layer));
+  note("attention.candidate_top_k_blocks", from + std::to_string(r.topk_blocks));
+  note("attention.candidate_block_size", from + std::to_string(r.block_size));
+}
+
+/// The engram pad token (c.engram.token_map already read). llama.cpp's engram.pad_id is the
+/// compressed id, which is what the hash uses; ds41 also keeps the tokenizer id
+/// (engram.pad_token_id, mxxm-t's only pad key, which it compresses through the map at load).
+/// Where the tokenizer id is absent it is derived from the map (pad_token_of).
+template <class Note>
+void read_engram_pad(const GgufShards& s, const MetaReader& m, const EngramKeys& ek, ModelConfig& c, Note&& note) {
+  const GgufFile& f = s.meta();
+  const std::vector<int32_t>& map = c.engram.token_map;
+  const std::string raw_key = key(ek.pad_raw);
+  auto in_map = [&](long id) { return id >= 0 && id < static_cast<long>(map.size()); };
+  if (!ek.pad_compressed) {  // mxxm-t: the tokenizer id, compressed through the map
+    c.engram_pad_id = m.integer(raw_key);
+    if (c.engram_layer_ids.empty()) return;
+    DS41_CHECK(in_map(c.engram_pad_id), "gguf ", s.path(), ": key '", raw_key, "' = ", c.engram_pad_id,
+               " is outside the token map (", map.size(), " entries)");
+    c.engram.pad_id = map[static_cast<size_t>(c.engram_pad_id)];
+    return;
+  }
+  c.engram.pad_id = m.integer(key(ek.pad_compressed));
+  if (f.has(raw_key)) {
+    c.engram_pad_id = m.integer(raw_key);
+    DS41_CHECK(map.empty() || (in_map(c.engram_pad_id) && map[static_cast<size_t>(c.engram_pad_id)] == c.engram.pad_id),
+               "gguf ", s.path(), ": key '", raw_key, "' = ", c.engram_pad_id, " does not map to the compressed pad '",
+               key(ek.pad_compressed), "' = ", c.engram.pad_id, " through the token map");
+  } else if (map.empty()) {
+    c.engram_pad_id = 2;
+    note(ek.pad_raw, "no token map: 2, ModelArgs' default");
+  } else {
+    const std::optional<long> p = pad_token_of(map, c.engram.pad_id);
+    DS41_CHECK(p, "gguf ", s.path(), ": missing key '", raw_key, "', and no token maps to the compressed pad '",
+               key(ek.pad_compressed), "' = ", c.engram.pad_id);
+    c.engram_pad_id = *p;
+    note(ek.pad_raw, "the token engram.token_map maps to engram.pad_id: " + std::to_string(*p));
+  }
+}
+
+/// llama.cpp's and mxxm-t's metadata (the same keys but for engram_keys) → ModelConfig. The facts
+/// ds41 keeps under keys of its own (ds41_only_keys) are derived when absent, as published files
+/// lack them (gguf_derive.hpp); each one derived is appended to `derived` when given.
+inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::vector<DerivedFact>* derived = nullptr) {
   MetaReader m(s.meta());
   const EngramKeys ek = engram_keys(dialect);
   const GgufFile& f = s.meta();
@@ -187,11 +258,23 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
     for (int64_t x : m.ints(key(k))) out.push_back(static_cast<int>(x));
     return out;
   };
+  auto has = [&](const char* k) { return f.has(key(k)); };
+  auto note = [&](const char* k, const std::string& from) {
+    if (derived) derived->push_back({key(k), from});
+  };
   ModelConfig c;
   c.max_seq_len = m.integer(key("context_length"));
-  c.vocab_size = m.integer(key("vocab_size"));
-  c.dim = I("embedding_length");
   c.n_layers = I("block_count");
+  if (has("vocab_size")) {
+    c.vocab_size = m.integer(key("vocab_size"));
+  } else {  // llama.cpp takes n_vocab from the vocabulary; the embedding's rows are the model's
+    const TensorInfo* e = s.find("token_embd.weight");
+    DS41_CHECK(e && e->dims.size() == 2, "gguf ", s.path(), ": missing key '", key("vocab_size"),
+               "' and no 2-D token_embd.weight to take the vocabulary size from");
+    c.vocab_size = static_cast<long>(e->shape()[0]);
+    note("vocab_size", "the rows of token_embd.weight");
+  }
+  c.dim = I("embedding_length");
   c.n_heads = I("attention.head_count");
   c.n_routed_experts = I("expert_count");
   c.n_shared_experts = I("expert_shared_count");
@@ -201,8 +284,12 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
   DS41_CHECK(gf == 1 || gf == 2 || gf == 4, "gguf ", s.path(), ": key '", key("expert_gating_func"), "' = ", gf,
              " is not softmax (1), sigmoid (2) or sqrtsoftplus (4)");
   c.score_func = gf == 1 ? ScoreFunc::kSoftmax : gf == 2 ? ScoreFunc::kSigmoid : ScoreFunc::kSqrtSoftplus;
-  // a ds41 key; the other dialects have none (the release's gate_temp is ModelArgs' default 1.0)
-  c.gate_temp = dialect == Dialect::kLlamaCpp || f.has(key("expert_gating_temperature")) ? D("expert_gating_temperature") : 1.0;
+  if (has("expert_gating_temperature")) {
+    c.gate_temp = D("expert_gating_temperature");
+  } else {  // llama.cpp scores without a temperature; the release states none (ModelArgs' default)
+    c.gate_temp = 1.0;
+    note("expert_gating_temperature", "none stated: 1.0, ModelArgs' default, as llama.cpp scores");
+  }
   c.norm_topk_prob = m.boolean(key("expert_weights_norm"));
   c.route_scale = D("expert_weights_scale");
   c.swiglu_limit = m.real_or_first(key("swiglu_clamp_exp"));
@@ -214,8 +301,23 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
   c.o_lora_rank = I("attention.output_lora_rank");
   c.window_size = I("attention.sliding_window");
   c.compress_ratios = ints("attention.compress_ratios");
-  c.kv_source_layers = ints("attention.kv_source_layer_ids");
-  c.index_source_layers = ints("attention.index_source_layer_ids");
+  DS41_CHECK(c.n_layers >= 0 && c.n_layers <= (1 << 16), "gguf ", s.path(), ": key '", key("block_count"), "' = ",
+             c.n_layers, " is out of range");
+  const LayerRoles roles = roles_from_tensors(s, dialect, c.n_layers);
+  auto role = [&](const char* k, const std::vector<int>& from_tensors, const char* what) {
+    if (!has(k)) {
+      note(k, std::string("the layers carrying ") + what + " " + int_list(from_tensors));
+      return from_tensors;
+    }
+    std::vector<int> stated = ints(k);
+    DS41_CHECK(stated == from_tensors, "gguf ", s.path(), ": key '", key(k), "' = ", int_list(stated),
+               " disagrees with the tensors: the layers carrying ", what, " are ", int_list(from_tensors));
+    return stated;
+  };
+  c.kv_source_layers = role("attention.kv_source_layer_ids", roles.kv_sources,
+                            to_gguf("layers.0.attn.compressor.wkv.weight", dialect)->gguf.substr(6).c_str());
+  c.index_source_layers = role("attention.index_source_layer_ids", roles.index_sources,
+                               to_gguf("layers.0.attn.indexer.wq_b.weight", dialect)->gguf.substr(6).c_str());
   c.compress_rope_theta = D("attention.compress_rope_freq_base");
   c.original_seq_len = m.integer(key("rope.scaling.original_context_length"));
   c.rope_theta = D("rope.freq_base");
@@ -225,9 +327,7 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
   c.index_n_heads = I("attention.indexer.head_count");
   c.index_head_dim = I("attention.indexer.key_length");
   c.index_topk = I("attention.indexer.top_k");
-  c.candidate_source_layer = I("attention.candidate_source_layer_id");
-  c.candidate_topk_blocks = I("attention.candidate_top_k_blocks");
-  c.candidate_block_size = I("attention.candidate_block_size");
+  read_candidates(s, m, c, note);
   c.hc_mult = I("hyper_connection.count");
   c.hc_sinkhorn_iters = I("hyper_connection.sinkhorn_iterations");
   c.hc_eps = D("hyper_connection.epsilon");
@@ -235,16 +335,21 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect) {
   c.engram_n_heads = I(ek.head_count);
   c.engram_head_dim = I(ek.key_length);
   c.engram_max_ngram_size = I("engram.max_ngram_size");
-  c.engram_pad_id = m.integer(key(ek.pad_raw));
-  c.engram_compressed_vocab_size = m.integer(key("engram.compressed_vocab_size"));
   for (int64_t t : m.ints(key("engram.token_map"))) c.engram.token_map.push_back(static_cast<int32_t>(t));
-  if (ek.pad_compressed) {
-    c.engram.pad_id = m.integer(key(ek.pad_compressed));
-  } else if (!c.engram_layer_ids.empty()) {  // mxxm-t: the tokenizer id, compressed through the map
-    DS41_CHECK(c.engram_pad_id >= 0 && c.engram_pad_id < static_cast<long>(c.engram.token_map.size()), "gguf ",
-               s.path(), ": key '", key(ek.pad_raw), "' = ", c.engram_pad_id, " is outside the token map (",
-               c.engram.token_map.size(), " entries)");
-    c.engram.pad_id = c.engram.token_map[static_cast<size_t>(c.engram_pad_id)];
+  read_engram_pad(s, m, ek, c, note);
+  const std::optional<long> counted = compressed_vocab_of(c.engram.token_map);
+  if (has("engram.compressed_vocab_size")) {
+    c.engram_compressed_vocab_size = m.integer(key("engram.compressed_vocab_size"));
+    // a map may cover fewer ids than the tokenizer compressed (then the stated count is larger)
+    DS41_CHECK(c.engram.token_map.empty() || (counted && *counted <= c.engram_compressed_vocab_size), "gguf ",
+               s.path(), ": key '", key("engram.compressed_vocab_size"), "' = ", c.engram_compressed_vocab_size,
+               " disagrees with the token map (", counted ? std::to_string(*counted) : std::string("gaps in its"),
+               " compressed ids)");
+  } else {
+    DS41_CHECK(counted, "gguf ", s.path(), ": missing key '", key("engram.compressed_vocab_size"),
+               "', and the token map does not determine it (its compressed ids below the largest are not all used)");
+    c.engram_compressed_vocab_size = *counted;
+    note("engram.compressed_vocab_size", "the distinct compressed ids of engram.token_map");
   }
   c.engram.multipliers = m.ints(key("engram.multipliers"));
   c.engram.primes = m.ints(key("engram.primes"));
@@ -475,8 +580,10 @@ inline Dialect detect_dialect(const GgufShards& s) {
 }
 
 /// The metadata of a DeepSeek-V4.1 GGUF in `dialect` → ModelConfig; errors name the file and key.
-inline ModelConfig read_config(const GgufShards& s, Dialect dialect) {
-  ModelConfig c = dialect == Dialect::kDs4 ? read_config_ds4(s) : read_config_llama(s, dialect);
+/// `derived`, when given, receives the facts filled in without their key (llama.cpp and mxxm
+/// dialects: read_config_llama).
+inline ModelConfig read_config(const GgufShards& s, Dialect dialect, std::vector<DerivedFact>* derived = nullptr) {
+  ModelConfig c = dialect == Dialect::kDs4 ? read_config_ds4(s) : read_config_llama(s, dialect, derived);
   return c;
 }
 /// read_config in the dialect detect_dialect finds.

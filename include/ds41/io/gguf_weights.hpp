@@ -118,6 +118,9 @@ struct WriteOptions {
   /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 neither reads nor
   /// writes: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
   Dialect dialect = Dialect::kLlamaCpp;
+  /// Metadata keys (full names) left out of the file, to write it as another converter would: e.g.
+  /// gguf::ds41_only_keys(), which vcruz305's files lack and the reader derives (gguf_derive.hpp).
+  std::vector<std::string> omit_keys;
 };
 struct WriteResult {
   std::vector<std::string> paths;  // first shard first
@@ -155,6 +158,7 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
   WriteResult res;
   GgufWriter out(opt.alignment);
   write_config(out, c, opt.dialect);
+  for (const std::string& k : opt.omit_keys) out.erase(k);
   const bool engram_i8 = opt.engram_i8 || opt.dialect == Dialect::kDs4;
   auto shape_of = [&](const std::string& n) {
     // shapes are not known here without the components: ask the source for the tensor with its

@@ -30,6 +30,15 @@ class GgufWriter {
       }
     kv_.emplace_back(key, std::move(v));
   }
+  /// Leaves `key` out of the file (a no-op when it is not set); returns whether it was set.
+  bool erase(const std::string& key) {
+    for (auto it = kv_.begin(); it != kv_.end(); ++it)
+      if (it->first == key) {
+        kv_.erase(it);
+        return true;
+      }
+    return false;
+  }
   /// A tensor of row-major `shape` whose bytes are already in `type`'s layout.
   void add_tensor(const std::string& name, const std::vector<long>& shape, TensorType type, std::vector<uint8_t> data) {
     Pending p;
