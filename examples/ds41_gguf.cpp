@@ -147,11 +147,14 @@ int info(const std::string& path) {
   }
   if (dialect) {
     try {
-      const ds41::ModelConfig c = gguf::read_config(s, *dialect);
+      std::vector<gguf::DerivedFact> derived;
+      const ds41::ModelConfig c = gguf::read_config(s, *dialect, &derived);
       std::printf("model: %d layers, dim %d, %d heads x %d, vocab %ld, max_seq_len %ld, %d routed experts top-%d "
                   "x %d, window %d, hc %d, %zu engram layers\n",
                   c.n_layers, c.dim, c.n_heads, c.head_dim, c.vocab_size, c.max_seq_len, c.n_routed_experts,
                   c.n_activated_experts, c.moe_inter_dim, c.window_size, c.hc_mult, c.engram_layer_ids.size());
+      // facts the file states no key for (docs/GGUF.md "Derived facts")
+      for (const gguf::DerivedFact& d : derived) std::printf("derived: %s = %s\n", d.key.c_str(), d.from.c_str());
     } catch (const ds41::Error& e) {
       problems.push_back(e.what());
       std::printf("model: its config cannot be read: %s\n", e.what());

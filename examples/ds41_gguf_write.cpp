@@ -2,7 +2,8 @@
 // engram hash parameters as deepseek41.* metadata) as GGUF shards OUT_PREFIX-0000k-of-0000n.gguf.
 //
 //   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
-//                   [--engram-i8] [--dialect llama.cpp|ds4|mxxm] [--tokenizer tokenizer.json]
+//                   [--engram-i8] [--dialect llama.cpp|ds4|mxxm] [--omit-key KEY]
+//                   [--tokenizer tokenizer.json]
 //                   [--draft DRAFT.gguf [--draft-family dflash|ds4]]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
@@ -41,6 +42,9 @@ static void print_usage(std::FILE* to) {
                "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
+               "  --omit-key KEY       leave the metadata key KEY out (repeatable), to write a file as another\n"
+               "                       converter would; 'ds41' names ds41's own keys, which vcruz305's files lack\n"
+               "                       and ds41 derives (docs/GGUF.md \"Derived facts\")\n"
                "  --tokenizer FILE     embed tokenizer.json as tokenizer.ggml.* metadata\n"
                "  --draft FILE         also write the DSpark draft head as a separate draft file (a golden with\n"
                "                       a draft head); --type and --dense-type apply to it too\n"
@@ -91,6 +95,15 @@ int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
       (a == "--type" ? opt.experts : opt.dense) = t;
     } else if (a == "--engram-i8") {
       opt.engram_i8 = true;
+    } else if (a == "--omit-key") {
+      if (i + 1 >= argc) return usage("--omit-key needs a key");
+      const std::string k = argv[++i];
+      if (k == "ds41") {
+        const auto& own = ds41::gguf::ds41_only_keys();
+        opt.omit_keys.insert(opt.omit_keys.end(), own.begin(), own.end());
+      } else {
+        opt.omit_keys.push_back(k);
+      }
     } else if (a == "--dialect") {
       if (i + 1 >= argc) return usage("--dialect needs a name");
       const auto d = ds41::gguf::dialect_from_name(argv[++i]);

@@ -1,6 +1,7 @@
 # ds41-gguf end to end (CTest cli:ds41-gguf): `write` a golden's model (dense matrices as Q8_0), `info`
 # names the dialect, counts the types and says the model loads, `dequant` writes as many float32 as
-# the tensor's shape holds; a missing tensor and an unknown command exit 2. Works in DIR, removed after.
+# the tensor's shape holds; written without ds41's own keys, info names the facts it derived; a
+# missing tensor and an unknown command exit 2. Works in DIR, removed after.
 #   cmake -DTOOL=ds41-gguf -DGOLDEN=... -DDIR=... -P gguf_tool.cmake
 file(REMOVE_RECURSE "${DIR}")
 file(MAKE_DIRECTORY "${DIR}")
@@ -40,6 +41,18 @@ if(NOT bytes EQUAL want)
 endif()
 run(2 dequant "${first}" no.such.tensor --out "${DIR}/x.f32")
 expect("${err}" "no tensor named 'no.such.tensor'")
+# ds41's own keys left out, as vcruz305's files lack them: info names what it derived; the tiny
+# golden's candidate prefilter is its own, so leaving that out too is refused naming the key
+run(0 write "${GOLDEN}" "${DIR}/p" --shards 2 --omit-key deepseek41.attention.kv_source_layer_ids
+    --omit-key deepseek41.engram.compressed_vocab_size --omit-key deepseek41.engram.pad_token_id)
+run(0 info "${DIR}/p-00001-of-00002.gguf")
+expect("${out}" "derived: deepseek41\\.attention\\.kv_source_layer_ids = \\[1, 3\\], the layers carrying attn_compressor_kv")
+expect("${out}" "derived: deepseek41\\.engram\\.compressed_vocab_size = 200, the distinct compressed ids")
+expect("${out}" "ds41 loads this model: yes")
+run(0 write "${GOLDEN}" "${DIR}/b" --shards 2 --omit-key ds41)
+run(0 info "${DIR}/b-00001-of-00002.gguf")
+expect("${out}" "missing key 'deepseek41\\.attention\\.candidate_source_layer_id'")
+expect("${out}" "ds41 loads this model: no")
 run(2 frobnicate)
 run(2 info "${GOLDEN}")
 expect("${err}" "not a GGUF file")

@@ -202,10 +202,10 @@ void read_candidates(const GgufShards& s, const MetaReader& m, ModelConfig& c, N
   c.candidate_source_layer = r.source_layer;
   c.candidate_topk_blocks = r.topk_blocks;
   c.candidate_block_size = r.block_size;
-  const std::string from = "the release's config (the file has its layout): ";
-  note("attention.candidate_source_layer_id", from + std::to_string(r.source_layer));
-  note("attention.candidate_top_k_blocks", from + std::to_string(r.topk_blocks));
-  note("attention.candidate_block_size", from + std::to_string(r.block_size));
+  const std::string from = ", the release's config (the file has the release's layout)";
+  note("attention.candidate_source_layer_id", std::to_string(r.source_layer) + from);
+  note("attention.candidate_top_k_blocks", std::to_string(r.topk_blocks) + from);
+  note("attention.candidate_block_size", std::to_string(r.block_size) + from);
 }
 
 /// The engram pad token (c.engram.token_map already read). llama.cpp's engram.pad_id is the
@@ -234,13 +234,13 @@ void read_engram_pad(const GgufShards& s, const MetaReader& m, const EngramKeys&
                key(ek.pad_compressed), "' = ", c.engram.pad_id, " through the token map");
   } else if (map.empty()) {
     c.engram_pad_id = 2;
-    note(ek.pad_raw, "no token map: 2, ModelArgs' default");
+    note(ek.pad_raw, "2, ModelArgs' default (no token map)");
   } else {
     const std::optional<long> p = pad_token_of(map, c.engram.pad_id);
     DS41_CHECK(p, "gguf ", s.path(), ": missing key '", raw_key, "', and no token maps to the compressed pad '",
                key(ek.pad_compressed), "' = ", c.engram.pad_id);
     c.engram_pad_id = *p;
-    note(ek.pad_raw, "the token engram.token_map maps to engram.pad_id: " + std::to_string(*p));
+    note(ek.pad_raw, std::to_string(*p) + ", a token engram.token_map maps to engram.pad_id");
   }
 }
 
@@ -272,7 +272,7 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::
     DS41_CHECK(e && e->dims.size() == 2, "gguf ", s.path(), ": missing key '", key("vocab_size"),
                "' and no 2-D token_embd.weight to take the vocabulary size from");
     c.vocab_size = static_cast<long>(e->shape()[0]);
-    note("vocab_size", "the rows of token_embd.weight");
+    note("vocab_size", std::to_string(c.vocab_size) + ", the rows of token_embd.weight");
   }
   c.dim = I("embedding_length");
   c.n_heads = I("attention.head_count");
@@ -288,7 +288,7 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::
     c.gate_temp = D("expert_gating_temperature");
   } else {  // llama.cpp scores without a temperature; the release states none (ModelArgs' default)
     c.gate_temp = 1.0;
-    note("expert_gating_temperature", "none stated: 1.0, ModelArgs' default, as llama.cpp scores");
+    note("expert_gating_temperature", "1.0, ModelArgs' default (none stated; llama.cpp scores without one)");
   }
   c.norm_topk_prob = m.boolean(key("expert_weights_norm"));
   c.route_scale = D("expert_weights_scale");
@@ -306,7 +306,7 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::
   const LayerRoles roles = roles_from_tensors(s, dialect, c.n_layers);
   auto role = [&](const char* k, const std::vector<int>& from_tensors, const char* what) {
     if (!has(k)) {
-      note(k, std::string("the layers carrying ") + what + " " + int_list(from_tensors));
+      note(k, int_list(from_tensors) + ", the layers carrying " + what);
       return from_tensors;
     }
     std::vector<int> stated = ints(k);
@@ -349,7 +349,7 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::
     DS41_CHECK(counted, "gguf ", s.path(), ": missing key '", key("engram.compressed_vocab_size"),
                "', and the token map does not determine it (its compressed ids below the largest are not all used)");
     c.engram_compressed_vocab_size = *counted;
-    note("engram.compressed_vocab_size", "the distinct compressed ids of engram.token_map");
+    note("engram.compressed_vocab_size", std::to_string(*counted) + ", the distinct compressed ids of engram.token_map");
   }
   c.engram.multipliers = m.ints(key("engram.multipliers"));
   c.engram.primes = m.ints(key("engram.primes"));

@@ -24,8 +24,8 @@
 
 namespace ds41::gguf {
 
-/// A configuration fact read_config filled in without its key: the key (full name) and what the
-/// value was derived from (for ds41-gguf info).
+/// A configuration fact read_config filled in without its key: the key (full name) and the value
+/// with what it was derived from ("[1, 3], the layers carrying ..."; for ds41-gguf info).
 struct DerivedFact {
   std::string key;
   std::string from;
