@@ -402,3 +402,95 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("tensor 'e': engram table has type Q8_0") != std::string::npos);
   }
 }
+
+TEST_CASE("gguf types: MXFP4 engram rows (mxxm-t's tables) read with exactly ggml's values") {
+  SUBCASE("every code in both nibbles, scales from 0 to 254: the fp8 row's values are ggml's") {
+    const long K = 64, rows = 7;
+    const uint8_t es[rows] = {0, 1, 2, 100, 127, 200, 254};
+    std::vector<uint8_t> raw;
+    for (long r = 0; r < rows; ++r)
+      for (long b = 0; b < K / 32; ++b) {
+        raw.push_back(es[r]);
+        for (int j = 0; j < 16; ++j) raw.push_back(static_cast<uint8_t>(((j + b) & 15) | (((15 - j + r) & 15) << 4)));
+      }
+    const std::vector<uint8_t> fp8 = mxfp4_engram_rows(raw.data(), rows, K, "t");
+    REQUIRE(fp8.size() == static_cast<size_t>(rows * (K + K / 32)));
+    int checked = 0;
+    for (long r = 0; r < rows; ++r)
+      for (long b = 0; b < K / 32; ++b) {
+        float want[32];
+        REQUIRE(dequantize_ggml_block(GgmlType::kMXFP4, raw.data() + (r * K / 32 + b) * 17, want));
+        for (int j = 0; j < 32; ++j) {
+          const uint8_t code = fp8[static_cast<size_t>(r * (K + K / 32) + b * 32 + j)];
+          const uint8_t e = fp8[static_cast<size_t>(r * (K + K / 32) + K + b)];
+          const float got = e4m3_decode(code) * e8m0_to_f32(e);
+          CHECK_MESSAGE(f32_bits(got) == f32_bits(want[j]), "row ", r, " block ", b, " element ", j);
+          ++checked;
+        }
+      }
+    CHECK(checked == rows * K);
+    raw[0] = 0xFF;
+    CHECK(error_of([&] { mxfp4_engram_rows(raw.data(), rows, K, "tensor 'x'"); })
+              .find("tensor 'x': MXFP4 engram row 0 block 0 has the scale byte 0xFF") != std::string::npos);
+  }
+
+  SUBCASE("the tiny model with MXFP4 engram tables, resident and row-read, has the bits of their fp8 rows") {
+    const golden::Golden& g = tiny();
+    const WeightSet ws = golden::regenerate_weights(g);
+    TempDir dir;
+    WriteOptions opt;
+    opt.dialect = Dialect::kMxxm;  // engram_embed: DS41_FP8_ROW as written, MXFP4 as published
+    opt.shards = 1;
+    const std::string first = write_model(g.config, ws, dir.file("m"), opt).paths[0];
+    // the same file with each engram table as MXFP4 blocks of its values (ds41's quantizer)
+    GgufFile f(first);
+    GgufShards s0(first);
+    GgufWriter w;
+    for (const std::string& key : f.keys())
+      if (key.rfind("split.", 0) != 0 && key != "general.alignment") w.set(key, *f.find(key));
+    WeightSet oracle;
+    for (const auto& kv : ws.all()) oracle.put(kv.first, kv.second);
+    for (const TensorInfo& t : f.tensors()) {
+      std::vector<uint8_t> b = s0.read_tensor(*s0.find(t.name));
+      if (t.name.find("engram_embed") == std::string::npos) {
+        w.add_tensor(t.name, t.shape(), t.type, std::move(b));
+        continue;
+      }
+      const long rows = t.shape()[0], K = t.shape()[1];
+      const HostTensor codes = decode_tensor(t.type, {rows, K}, b.data(), b.size(), Part::kEngramCodes, t.name);
+      const HostTensor sc = decode_tensor(t.type, {rows, K}, b.data(), b.size(), Part::kEngramScales, t.name);
+      const std::vector<float> scales = sc.to_f32();
+      std::vector<float> v(static_cast<size_t>(rows * K));
+      for (long i = 0; i < rows * K; ++i) v[i] = e4m3_decode(codes.payload[i]) * scales[i / 32];
+      std::vector<uint8_t> mx = encode_values(v, TensorType::kMXFP4);
+      // the oracle: ggml's values of those blocks as rows of e4m3 codes and e8m0 scales
+      HostTensor oc = codes;
+      std::vector<float> os(static_cast<size_t>(rows * K / 32));
+      for (long blk = 0; blk < rows * K / 32; ++blk) {
+        float vals[32];
+        REQUIRE(dequantize_ggml_block(GgmlType::kMXFP4, mx.data() + blk * 17, vals));
+        os[blk] = e8m0_to_f32(mx[blk * 17]);
+        for (int j = 0; j < 32; ++j) {
+          oc.payload[blk * 32 + j] = e4m3_encode(vals[j] / os[blk]);
+          REQUIRE(e4m3_decode(oc.payload[blk * 32 + j]) * os[blk] == vals[j]);
+        }
+      }
+      const std::string layer = "layers." + t.name.substr(4, t.name.find('.', 4) - 4) + ".engram.embed.";
+      oracle.put(layer + "weight", oc);
+      oracle.put(layer + "scale", HostTensor::from_f32({rows, K / 32}, os));
+      w.add_tensor(t.name, {rows, K}, TensorType::kMXFP4, std::move(mx));
+    }
+    const std::string p = dir.file("mx.gguf");
+    w.write_file(p);
+    GgufWeights gw(p);
+    REQUIRE(gw.shards().find(engram_table(Dialect::kMxxm, g.config.engram_layer_ids[0]))->type == TensorType::kMXFP4);
+    using HB = HostBackend;
+    Model<HB> want_model(g.config, oracle);
+    const Run want = run(want_model);
+    Model<HB> resident(gw.config(), gw);
+    CHECK(compare(want, run(resident), "mxfp4 engram resident") > 100);
+    StreamedExperts<HB>::Cache cache(gw, {.capacity_experts = 3});
+    Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(gw.config(), gw, cache);
+    CHECK(compare(want, run(streamed), "mxfp4 engram row-read") > 100);
+  }
+}

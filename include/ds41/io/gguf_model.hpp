@@ -61,14 +61,46 @@ inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, u
   return v;
 }
 
-/// The tensor types an engram table may have: DS41_FP8_ROW (dims [K, rows]) or I8 holding the
-/// same rows' bytes (dims [K + K/32, rows]: antirez's row264 for K = 256).
-inline bool engram_row_type(TensorType t) { return t == TensorType::kDs41Fp8Row || t == TensorType::kI8; }
+/// The tensor types an engram table may have: DS41_FP8_ROW (dims [K, rows]), I8 holding the same
+/// rows' bytes (dims [K + K/32, rows]: antirez's row264 for K = 256), or MXFP4 (dims [K, rows]:
+/// mxxm-t's 136 B rows for K = 256), read as the DS41_FP8_ROW rows of its values (mxfp4_engram_rows).
+inline bool engram_row_type(TensorType t) {
+  return t == TensorType::kDs41Fp8Row || t == TensorType::kI8 || t == TensorType::kMXFP4;
+}
 /// The head dimension K of an engram table row of `row_elems` elements of type t (0 when it cannot be one).
 inline long engram_row_dim(TensorType t, long row_elems) {
-  if (t == TensorType::kDs41Fp8Row) return row_elems;
+  if (t == TensorType::kDs41Fp8Row || (t == TensorType::kMXFP4 && row_elems % 32 == 0)) return row_elems;
   if (t == TensorType::kI8 && row_elems % 33 == 0) return row_elems / 33 * 32;
   return 0;
+}
+/// The file bytes of one engram row of K values in type t.
+inline uint64_t engram_row_bytes(TensorType t, long K) {
+  return static_cast<uint64_t>(t == TensorType::kMXFP4 ? K / 32 * 17 : K + K / 32);
+}
+
+/// MXFP4 engram rows → DS41_FP8_ROW rows with exactly ggml's values. An MXFP4 block is e2m1 codes
+/// times 2^(e-127) (ggml: its doubled integer times 2^(e-128)); every e2m1 value is an e4m3 value
+/// and the block is the fp8 row's 32-value scale block, so a code maps to an e4m3 code and e to the
+/// row's scale byte. ggml reads code 8 (-0) as +0, so it becomes +0. e = 0xFF has no e8m0 value
+/// in ds41's rows (NaN): refused, naming the row.
+inline std::vector<uint8_t> mxfp4_engram_rows(const uint8_t* p, long rows, long K, const std::string& what) {
+  // e2m1 magnitude index → e4m3 code: 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  static constexpr uint8_t kE4m3[8] = {0x00, 0x30, 0x38, 0x3C, 0x40, 0x44, 0x48, 0x4C};
+  const long nb = K / 32, rb = K + nb;
+  std::vector<uint8_t> out(static_cast<size_t>(rows * rb));
+  for (long r = 0; r < rows; ++r)
+    for (long b = 0; b < nb; ++b) {
+      const uint8_t* blk = p + (r * nb + b) * 17;
+      DS41_CHECK(blk[0] != 0xFF, what, ": MXFP4 engram row ", r, " block ", b,
+                 " has the scale byte 0xFF, which no engram row can hold");
+      uint8_t* codes = out.data() + r * rb + b * 32;
+      for (int j = 0; j < 32; ++j) {  // ggml: element j in the low nibble of byte j%16 (j < 16), high after
+        const uint8_t c = j < 16 ? blk[1 + j] & 0x0F : blk[1 + j - 16] >> 4;
+        codes[j] = (c & 7) == 0 ? 0x00 : static_cast<uint8_t>(kE4m3[c & 7] | (c & 8 ? 0x80 : 0));
+      }
+      out[static_cast<size_t>(r * rb + K + b)] = blk[0];
+    }
+  return out;
 }
 
 /// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats. For the
@@ -86,7 +118,13 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
   };
   if (part == Part::kEngramCodes || part == Part::kEngramScales) {
     DS41_CHECK(engram_row_type(type) && shape.size() == 2 && cols % 32 == 0, what, ": engram table has type ",
-               tensor_type_name(type), ", expected DS41_FP8_ROW or I8 rows of e4m3 codes and e8m0 scales (row264)");
+               tensor_type_name(type), ", expected DS41_FP8_ROW, I8 (row264) or MXFP4 rows");
+    if (type == TensorType::kMXFP4) {
+      DS41_CHECK(n == rows * engram_row_bytes(type, cols), what, ": ", n, " bytes do not hold ", rows,
+                 " MXFP4 engram rows of ", cols);
+      const std::vector<uint8_t> fp8 = mxfp4_engram_rows(p, rows, cols, what);
+      return decode_tensor(TensorType::kDs41Fp8Row, shape, fp8.data(), fp8.size(), part, what);
+    }
     const long nb = cols / 32, rb = cols + nb;
     DS41_CHECK(n == static_cast<uint64_t>(rows * rb), what, ": ", n, " bytes do not hold ", rows, " engram rows of ",
                rb, " bytes");

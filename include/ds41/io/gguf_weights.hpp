@@ -64,7 +64,7 @@ class GgufWeights : public WeightSource {
     const uint64_t offset = slice.offset, bytes = slice.bytes;
     if (ref.part == gguf::Part::kEngramCodes || ref.part == gguf::Part::kEngramScales) {
       DS41_CHECK(gguf::engram_row_type(t->type), what, ": engram table has type ", gguf::tensor_type_name(t->type),
-                 ", expected DS41_FP8_ROW or I8 rows of e4m3 codes and e8m0 scales (row264)");
+                 ", expected DS41_FP8_ROW, I8 (row264) or MXFP4 rows");
       DS41_CHECK(have.size() == 2 && gguf::engram_row_dim(t->type, have[1]) > 0, what, " of shape ",
                  shape_str({have.begin(), have.end()}), " is not a table of engram rows");
       have[1] = gguf::engram_row_dim(t->type, have[1]);  // the row's K (I8 rows hold K + K/32 bytes)
@@ -115,8 +115,8 @@ struct WriteOptions {
   std::optional<TensorType> dense;    // the weights dense_quantized_weight names
   bool engram_i8 = false;             // engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW
   /// Metadata keys and tensor names (docs/GGUF.md "Dialects"). ds4 always writes its engram
-  /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 neither reads nor
-  /// writes: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
+  /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 reads (as fp8 rows) but
+  /// does not write: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
   Dialect dialect = Dialect::kLlamaCpp;
   /// Metadata keys (full names) left out of the file, to write it as another converter would: e.g.
   /// gguf::ds41_only_keys(), which vcruz305's files lack and the reader derives (gguf_derive.hpp).

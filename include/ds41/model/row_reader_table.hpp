@@ -1,7 +1,8 @@
 // ds41/model/row_reader_table.hpp — RowReaderTable, the engram Table policy for tables too large
 // to hold: each row is read with pread when a token's hash names it, through a small LRU row
 // cache. The table is never loaded whole. Rows come from a RowSource: a GGUF shard (a DS41_FP8_ROW
-// row, or an I8 row264 row, is self-contained: codes then e8m0 scales) or a safetensors checkpoint (the row of
+// row, or an I8 row264 row, is self-contained: codes then e8m0 scales; an MXFP4 row is read as the
+// fp8 row of its values, gguf::mxfp4_engram_rows) or a safetensors checkpoint (the row of
 // engram.embed.weight and the row of engram.embed.scale).
 //
 //   ds41::Model<B, Experts, ds41::RowReaderTable<B>> model(w.config(), w /* Gguf- or SafetensorsWeights */, ...);
@@ -40,7 +41,7 @@ class GgufRowSource : public RowSource {
     auto [ref, t] = gw.locate(p + "embed.weight");
     where_ = "gguf " + gw.shards().shard(t->shard).path() + ": tensor '" + t->name + "'";
     DS41_CHECK(gguf::engram_row_type(t->type), where_, " has type ", gguf::tensor_type_name(t->type),
-               ", a row-read engram table needs DS41_FP8_ROW or I8 rows (row264: e4m3 codes, then e8m0 scales)");
+               ", a row-read engram table needs DS41_FP8_ROW, I8 (row264: e4m3 codes, then e8m0 scales) or MXFP4 rows");
     const std::vector<long> shape = t->shape();
     const long row_elems = t->type == gguf::TensorType::kI8 ? head_dim + head_dim / 32 : head_dim;
     DS41_CHECK(shape == (std::vector<long>{rows, row_elems}), "gguf ", gw.shards().path(), ": tensor '", t->name,
@@ -49,11 +50,18 @@ class GgufRowSource : public RowSource {
     shards_ = gw.shared_shards();
     shard_ = t->shard;
     offset_ = t->offset;
-    row_bytes_ = static_cast<uint64_t>(head_dim) + head_dim / 32;
+    type_ = t->type;
+    row_bytes_ = gguf::engram_row_bytes(t->type, head_dim);
   }
   uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const override {
     std::vector<uint8_t> raw(row_bytes_);
     shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
+    if (type_ == gguf::TensorType::kMXFP4) {  // mxxm-t's rows: as the fp8 row of ggml's values
+      const std::vector<uint8_t> fp8 = gguf::mxfp4_engram_rows(raw.data(), 1, hd_, where_ + " row " + std::to_string(r));
+      std::memcpy(codes, fp8.data(), hd_);
+      std::memcpy(scales, fp8.data() + hd_, hd_ / 32);
+      return row_bytes_;
+    }
     std::memcpy(codes, raw.data(), hd_);
     std::memcpy(scales, raw.data() + hd_, row_bytes_ - hd_);
     return row_bytes_;
@@ -63,6 +71,7 @@ class GgufRowSource : public RowSource {
  private:
   std::shared_ptr<const gguf::GgufShards> shards_;
   int hd_ = 0, shard_ = 0;
+  gguf::TensorType type_ = gguf::TensorType::kDs41Fp8Row;
   uint64_t offset_ = 0, row_bytes_ = 0;
   std::string where_;
 };
