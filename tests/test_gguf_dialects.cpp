@@ -496,6 +496,14 @@ TEST_CASE("gguf derived facts: vcruz305's header without ds41's keys gives the s
     const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
     CHECK(e.find("missing key 'deepseek41.engram.compressed_vocab_size'") != std::string::npos);
   }
+  SUBCASE("a stated compressed vocabulary the map exceeds") {
+    ModelConfig g = c;
+    g.engram_compressed_vocab_size = 40;  // the map holds ids up to 49
+    const std::string p = replica_file(dir, "cv.gguf", g, {}, specs);
+    const std::string e = error_of([&] { GgufShards s(p); read_config(s); });
+    CHECK(e.find("key 'deepseek41.engram.compressed_vocab_size' = 40 disagrees with the token map, which holds the "
+                 "compressed ids 0 to 49") != std::string::npos);
+  }
   SUBCASE("a pad token no id maps to") {
     ModelConfig g = c;
     g.engram.pad_id = 49;

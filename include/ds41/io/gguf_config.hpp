@@ -116,66 +116,6 @@ inline void write_config(GgufWriter& w, const ModelConfig& c, Dialect dialect = 
   u64s("engram.offsets", c.engram.offsets);
 }
 
-/// Typed reads of the first shard's metadata; errors name the file and the key.
-class MetaReader {
- public:
-  explicit MetaReader(const GgufFile& f) : f_(f) {}
-  const Value& req(const std::string& k) const {
-    const Value* v = f_.find(k);
-    DS41_CHECK(v, "gguf ", f_.path(), ": missing key '", k, "'");
-    return *v;
-  }
-  int64_t integer(const std::string& k) const { return int_of(req(k), k); }
-  double real(const std::string& k) const {
-    const Value& v = req(k);
-    DS41_CHECK(v.type == ValueType::kF32 || v.type == ValueType::kF64, "gguf ", f_.path(), ": key '", k,
-               "' has type ", value_type_name(v.type), ", expected f32 or f64");
-    return v.as_f64();
-  }
-  bool boolean(const std::string& k) const {
-    const Value& v = req(k);
-    DS41_CHECK(v.type == ValueType::kBool, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
-               ", expected bool");
-    return v.bits != 0;
-  }
-  std::string str(const std::string& k) const {
-    const Value& v = req(k);
-    DS41_CHECK(v.type == ValueType::kString, "gguf ", f_.path(), ": key '", k, "' has type ",
-               value_type_name(v.type), ", expected string");
-    return v.str;
-  }
-  /// Integer array as 64-bit integers (u64 elements above 2^63 are refused, never rounded).
-  std::vector<int64_t> ints(const std::string& k) const {
-    const Value& v = req(k);
-    DS41_CHECK(v.type == ValueType::kArray, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
-               ", expected an array of integers");
-    std::vector<int64_t> out;
-    out.reserve(v.arr.size());
-    for (size_t i = 0; i < v.arr.size(); ++i) out.push_back(int_of(v.arr[i], k + "[" + std::to_string(i) + "]"));
-    return out;
-  }
-  double real_or_first(const std::string& k) const {  // scalar, or an array holding one value per layer
-    const Value& v = req(k);
-    if (v.type != ValueType::kArray) return real(k);
-    DS41_CHECK(!v.arr.empty() && (v.elem == ValueType::kF32 || v.elem == ValueType::kF64), "gguf ", f_.path(),
-               ": key '", k, "' is not a float or a non-empty float array");
-    for (const Value& e : v.arr)
-      DS41_CHECK(e.as_f64() == v.arr[0].as_f64(), "gguf ", f_.path(), ": key '", k,
-                 "' differs between layers; this library takes one value");
-    return v.arr[0].as_f64();
-  }
-
- private:
-  int64_t int_of(const Value& v, const std::string& k) const {
-    DS41_CHECK(v.is_int(), "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
-               ", expected an integer");
-    DS41_CHECK(v.type != ValueType::kU64 || v.bits <= static_cast<uint64_t>(INT64_MAX), "gguf ", f_.path(), ": key '",
-               k, "' = ", v.bits, " does not fit a signed 64-bit integer");
-    return v.as_i64();
-  }
-  const GgufFile& f_;
-};
-
 /// The candidate prefilter (attention.candidate_*). A file that states none of it (published
 /// converters write none, and llama.cpp does not implement the prefilter: vcruz305's runtime caps
 /// the context where it would engage) takes the release's values when its layout is the release's
@@ -340,11 +280,12 @@ inline ModelConfig read_config_llama(const GgufShards& s, Dialect dialect, std::
   const std::optional<long> counted = compressed_vocab_of(c.engram.token_map);
   if (has("engram.compressed_vocab_size")) {
     c.engram_compressed_vocab_size = m.integer(key("engram.compressed_vocab_size"));
-    // a map may cover fewer ids than the tokenizer compressed (then the stated count is larger)
-    DS41_CHECK(c.engram.token_map.empty() || (counted && *counted <= c.engram_compressed_vocab_size), "gguf ",
-               s.path(), ": key '", key("engram.compressed_vocab_size"), "' = ", c.engram_compressed_vocab_size,
-               " disagrees with the token map (", counted ? std::to_string(*counted) : std::string("gaps in its"),
-               " compressed ids)");
+    // a map may cover fewer ids than the tokenizer compressed (the count is then larger than the
+    // map's, and ids may be missing from it): only an id at or past the count contradicts it
+    const auto [lo, hi] = std::minmax_element(c.engram.token_map.begin(), c.engram.token_map.end());
+    DS41_CHECK(c.engram.token_map.empty() || (*lo >= 0 && *hi < c.engram_compressed_vocab_size), "gguf ", s.path(),
+               ": key '", key("engram.compressed_vocab_size"), "' = ", c.engram_compressed_vocab_size,
+               " disagrees with the token map, which holds the compressed ids ", *lo, " to ", *hi);
   } else {
     DS41_CHECK(counted, "gguf ", s.path(), ": missing key '", key("engram.compressed_vocab_size"),
                "', and the token map does not determine it (its compressed ids below the largest are not all used)");

@@ -89,8 +89,10 @@ inline LayerRoles roles_from_tensors(const GgufShards& s, Dialect d, int n_layer
 /// below its largest are not all used does not determine the count (nothing when so).
 inline std::optional<long> compressed_vocab_of(const std::vector<int32_t>& map) {
   if (map.empty()) return 0L;
-  const int32_t top = *std::max_element(map.begin(), map.end());
-  if (*std::min_element(map.begin(), map.end()) < 0) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(map.begin(), map.end());
+  const int32_t top = *hi;
+  // more ids than entries cannot all occur (and a corrupt id must not size the table below)
+  if (*lo < 0 || static_cast<size_t>(top) >= map.size()) return std::nullopt;
   std::vector<bool> seen(static_cast<size_t>(top) + 1, false);
   long distinct = 0;
   for (int32_t v : map)

@@ -1,6 +1,7 @@
 // ds41/io/gguf_reader.hpp — GGUF v3 reading: one file's header, metadata and tensor infos
 // (GgufFile), and a model split across shards NAME-0000k-of-0000n.gguf with one tensor index
-// (GgufShards). Tensor data is never read here: callers read what they need with pread.
+// (GgufShards), and typed reads of metadata that name the key in errors (MetaReader). Tensor data
+// is never read here: callers read what they need with pread.
 //
 // Every error names the file and what is wrong with it.
 #pragma once
@@ -261,6 +262,66 @@ class GgufShards {
   }
   std::vector<std::unique_ptr<GgufFile>> files_;
   std::map<std::string, TensorInfo> index_;
+};
+
+/// Typed reads of the first shard's metadata; errors name the file and the key.
+class MetaReader {
+ public:
+  explicit MetaReader(const GgufFile& f) : f_(f) {}
+  const Value& req(const std::string& k) const {
+    const Value* v = f_.find(k);
+    DS41_CHECK(v, "gguf ", f_.path(), ": missing key '", k, "'");
+    return *v;
+  }
+  int64_t integer(const std::string& k) const { return int_of(req(k), k); }
+  double real(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kF32 || v.type == ValueType::kF64, "gguf ", f_.path(), ": key '", k,
+               "' has type ", value_type_name(v.type), ", expected f32 or f64");
+    return v.as_f64();
+  }
+  bool boolean(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kBool, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected bool");
+    return v.bits != 0;
+  }
+  std::string str(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kString, "gguf ", f_.path(), ": key '", k, "' has type ",
+               value_type_name(v.type), ", expected string");
+    return v.str;
+  }
+  /// Integer array as 64-bit integers (u64 elements above 2^63 are refused, never rounded).
+  std::vector<int64_t> ints(const std::string& k) const {
+    const Value& v = req(k);
+    DS41_CHECK(v.type == ValueType::kArray, "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected an array of integers");
+    std::vector<int64_t> out;
+    out.reserve(v.arr.size());
+    for (size_t i = 0; i < v.arr.size(); ++i) out.push_back(int_of(v.arr[i], k + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+  double real_or_first(const std::string& k) const {  // scalar, or an array holding one value per layer
+    const Value& v = req(k);
+    if (v.type != ValueType::kArray) return real(k);
+    DS41_CHECK(!v.arr.empty() && (v.elem == ValueType::kF32 || v.elem == ValueType::kF64), "gguf ", f_.path(),
+               ": key '", k, "' is not a float or a non-empty float array");
+    for (const Value& e : v.arr)
+      DS41_CHECK(e.as_f64() == v.arr[0].as_f64(), "gguf ", f_.path(), ": key '", k,
+                 "' differs between layers; this library takes one value");
+    return v.arr[0].as_f64();
+  }
+
+ private:
+  int64_t int_of(const Value& v, const std::string& k) const {
+    DS41_CHECK(v.is_int(), "gguf ", f_.path(), ": key '", k, "' has type ", value_type_name(v.type),
+               ", expected an integer");
+    DS41_CHECK(v.type != ValueType::kU64 || v.bits <= static_cast<uint64_t>(INT64_MAX), "gguf ", f_.path(), ": key '",
+               k, "' = ", v.bits, " does not fit a signed 64-bit integer");
+    return v.as_i64();
+  }
+  const GgufFile& f_;
 };
 
 }  // namespace ds41::gguf
