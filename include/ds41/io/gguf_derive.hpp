@@ -2,20 +2,21 @@
 // published files lack, derived from what those files do hold (docs/GGUF.md "Derived facts").
 //
 // vcruz305's DeepSeek-V4.1-Flash GGUFs come from llama.cpp PR #28696's converter
-// (vcruz305/llama.cpp conversion/deepseek.py, DeepseekV41Model.set_gguf_parameters), which writes
-// no kv/index source layer ids, no candidate_* keys, no gating temperature, no compressed vocab
-// size and no raw pad token id. llama.cpp's loader does without them: src/models/deepseek41.cpp
-// (load_arch_tensors) finds each layer's role from the tensors it carries ("only a source carries a
-// compressor ... only an index source carries indexer_attn_q_b"), hashes with the compressed pad
-// id and the token map alone, applies no gating temperature, and does not implement the candidate
-// prefilter. ds41 derives each fact the same way where the file determines it; the candidate
-// prefilter, which nothing in such a file states, comes from the release's config when the file's
-// layout is the release's, and is refused otherwise. Explicit keys stay authoritative; where a
-// derivation exists too, the two must agree.
+// (vcruz305/llama.cpp conversion/deepseek.py @ d53524b8, DeepseekV41Model.set_gguf_parameters),
+// which writes no kv/index source layer ids, no candidate_* keys, no gating temperature, no
+// compressed vocab size and no raw pad token id. llama.cpp's loader does without them:
+// src/models/deepseek41.cpp (ggml-org/llama.cpp @ 16ffdb3a, load_arch_tensors) finds each layer's
+// role from the tensors it carries ("only a source carries a compressor ... only an index source
+// carries indexer_attn_q_b"), hashes with the compressed pad id and the token map alone, applies no
+// gating temperature, and does not implement the candidate prefilter. ds41 derives each fact the
+// same way where the file determines it; the candidate prefilter, which nothing in such a file
+// states, comes from the release's config when the file's layout is the release's, and is refused
+// otherwise. Explicit keys stay authoritative; where a derivation exists too, the two must agree.
+// Nothing here needs the text layer: the token map in the file is enough.
 #pragma once
 #include <algorithm>
+#include <iterator>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 #include "../model/config.hpp"
