@@ -70,11 +70,9 @@ static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
   }
 }
 
-// ds41-gguf compiles this file too, as its `write` command (DS41_GGUF_WRITE_ENTRY=gguf_write_main)
-#ifndef DS41_GGUF_WRITE_ENTRY
-#define DS41_GGUF_WRITE_ENTRY main
-#endif
-int DS41_GGUF_WRITE_ENTRY(int argc, char** argv) {
+// The writer's entry: ds41-gguf-write's main (ds41_gguf_write_main.cpp) and ds41-gguf's `write`
+// command both call it, so this file is compiled once for both
+int gguf_write_main(int argc, char** argv) {
   std::string golden_path, prefix, tokenizer_path, draft_path;
   ds41::gguf::WriteOptions opt;
   std::optional<ds41::gguf::DraftFamily> family;

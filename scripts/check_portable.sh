@@ -9,12 +9,15 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
   -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF -DDS41_BUILD_PYTHON=OFF
 # Only what runs the host backend's arithmetic, the one place with vector code (backend/host/,
-# core/simd_avx2.hpp): the goldens through ds41-golden, and the suites that compute with the
-# backend (kernels against their DS41_HD definitions, attention, sequences and batches, DSpark,
-# streamed experts, every GGUF type, memory). The parsers, configs, CLI refusals and the CUDA
-# plans have no vector code: the README's test command covers them (this keeps CI within its time).
-targets=(ds41-golden test_golden_host test_host_kernels test_host_attention test_backend_ops test_sequence
-         test_streaming test_dspark test_gguf_types test_gguf_dspark test_memory)
+# core/simd_avx2.hpp): every golden through ds41-golden (the whole model: single rows, prompts,
+# the DSpark heads), the kernels against their DS41_HD definitions at the V4.1 shapes with K tails
+# and partial tiles, every backend operation, the attention, and sequences in chunks and batches
+# (the multi-row tiles). The suites that reach the same kernels through other plumbing (streamed
+# experts, GGUF types, DSpark's loop, memory), the parsers, configs, CLI refusals and the CUDA plans
+# have no vector code of their own: the README's test command covers them (this keeps CI within
+# its time; session 29 left out test_golden_host, test_streaming, test_dspark, test_gguf_types,
+# test_gguf_dspark and test_memory, which the goldens below and the main leg cover).
+targets=(ds41-golden test_host_kernels test_host_attention test_backend_ops test_sequence)
 cmake --build build-portable -j2 --target "${targets[@]}"
 # the golden at the released shapes takes minutes with vector code; the scalar fallback leaves it out,
 # and the goldens' teacher-forced and serving variants (the same kernels as the plain runs, which stay)
