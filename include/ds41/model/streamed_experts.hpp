@@ -1,6 +1,7 @@
 // ds41/model/streamed_experts.hpp — the StreamedExperts ExpertStore policy: one layer's view of
-// a model-wide ExpertCache (expert_cache.hpp), which reads routed experts on demand from GGUF
-// shards or a safetensors checkpoint (expert_source.hpp) into a bounded arena (expert_arena.hpp).
+// a model-wide ExpertCache (expert_cache.hpp), which reads routed experts on demand from the
+// weights' files (their ExpertSource, expert_source.hpp: GGUF shards or a safetensors checkpoint,
+// io/) into a bounded arena (expert_arena.hpp).
 #pragma once
 #include <vector>
 #include "expert_cache.hpp"

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 #include "../core/error.hpp"
@@ -12,6 +13,9 @@
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
+
+class ExpertSource;  // expert_source.hpp: where a model's routed experts lie in its files
+class RowSource;     // row_source.hpp: where an engram table's rows lie in its files
 
 /// One parameter on the host: a shape, a storage format and its payload. Vectors and small
 /// parameters are read through to_f32().
@@ -75,8 +79,8 @@ struct HostTensor {
 };
 
 /// Where a model's parameters come from, by their reference (state_dict) names: an in-memory
-/// WeightSet (goldens, tests) or a file-backed source (GGUF shards). Components ask for each
-/// tensor once, with the shape they expect.
+/// WeightSet (goldens, tests) or a file-backed source (io/: GGUF shards, a safetensors
+/// checkpoint). Components ask for each tensor once, with the shape they expect.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
@@ -84,6 +88,18 @@ class WeightSource {
   /// The tensor `name`, which must have exactly `shape`; throws ds41::Error naming the tensor
   /// when it is missing or shaped otherwise.
   virtual HostTensor load(const std::string& name, const std::vector<long>& shape) const = 0;
+  /// Where the routed experts lie in this source's files, for ExpertCache to stream them
+  /// (StreamedExperts); a file format implements it in io/ (GgufWeights, SafetensorsWeights), so
+  /// model/ never names a format. nullptr (the default): this source cannot stream its experts
+  /// (an in-memory WeightSet), and ExpertCache says so.
+  virtual std::shared_ptr<const ExpertSource> expert_source() const { return nullptr; }
+  /// Where the rows of the engram table `prefix`embed.weight ([rows, head_dim] e4m3 codes with
+  /// e8m0 scales) lie, for RowReaderTable to read them one by one; nullptr (the default): this
+  /// source cannot, and RowReaderTable says so.
+  virtual std::shared_ptr<const RowSource> row_source(const std::string& prefix, long rows, int head_dim) const {
+    (void)prefix, (void)rows, (void)head_dim;
+    return nullptr;
+  }
 
  protected:
   static void check_shape(const std::string& name, const std::vector<long>& have, const std::vector<long>& want) {

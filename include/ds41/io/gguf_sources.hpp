@@ -1,0 +1,124 @@
+// ds41/io/gguf_sources.hpp — GGUF's streaming sources: GgufExpertSource (where each routed
+// expert lies in the shards, ExpertCache's ExpertSource) and GgufRowSource (an engram table read
+// row by row, RowReaderTable's RowSource), and GgufWeights' expert_source() / row_source(), which
+// hand them to model/ (model/ knows the interfaces alone: model/expert_source.hpp, row_source.hpp).
+//
+// gguf_weights.hpp includes this header at its end (the overrides are defined here, out of the
+// class, because the sources need GgufWeights complete), so including either gives both.
+#pragma once
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+#include "../model/expert_source.hpp"
+#include "../model/row_source.hpp"
+#include "gguf_weights.hpp"
+
+#include "../core/fp_exact_begin.hpp"
+namespace ds41 {
+
+/// GGUF: llama.cpp stores a layer's routed experts as three merged [E, rows, cols] tensors, so
+/// each of w1/w2/w3 is one contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps.
+class GgufExpertSource : public ExpertSource {
+ public:
+  GgufExpertSource(const GgufWeights& w) : shards_(w.shared_shards()) {
+    const gguf::GgufShards& s = *shards_;
+    const ModelConfig& c = w.config();
+    map_ = ExpertSliceMap(c.n_routed_experts);
+    for (int l = 0; l < c.n_layers; ++l) {
+      std::vector<ExpertSliceMap::Expert> layer(c.n_routed_experts);
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = gguf::blk(l, gguf::expert_tensor(k + 1));
+        const gguf::TensorInfo* t = s.find(name);
+        DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", name, "'");
+        const std::vector<long> shape = t->shape();
+        DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
+                   "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
+        const std::string where = "gguf " + s.shard(t->shard).path() + ": tensor '" + name + "'";
+        DS41_CHECK(gguf::readable_tensor_type(t->type) && t->type != gguf::TensorType::kDs41Fp8Row, where,
+                   " has type ", gguf::tensor_type_name(t->type), ", which ds41 does not read as routed experts");
+        types_[k].push_back(t->type);
+        where_[k].push_back(where);
+        shapes_[k].push_back({shape[1], shape[2]});
+        for (int e = 0; e < c.n_routed_experts; ++e) {
+          ExpertSliceMap::Slice sl;
+          sl.shard = t->shard;
+          sl.bytes = t->bytes / shape[0];
+          sl.offset = t->offset + sl.bytes * e;
+          layer[e].parts.push_back(sl);
+          layer[e].bytes += sl.bytes;
+        }
+      }
+      map_.add_layer(std::move(layer));
+    }
+  }
+  const ExpertSliceMap& slices() const override { return map_; }
+  std::vector<std::string> shard_paths() const override {
+    std::vector<std::string> p;
+    for (int i = 0; i < shards_->shard_count(); ++i) p.push_back(shards_->shard(i).path());
+    return p;
+  }
+  std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const override {
+    const ExpertSliceMap::Expert& ex = map_.at(layer, e);
+    std::array<HostTensor, 3> out;
+    for (int i = 0; i < 3; ++i)
+      out[i] = gguf::decode_tensor(types_[i][layer], shapes_[i][layer], parts[i], ex.parts[i].bytes, gguf::Part::kWhole,
+                                   where_[i][layer] + ", expert " + std::to_string(e) + " of layer " +
+                                       std::to_string(layer));
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const gguf::GgufShards> shards_;
+  ExpertSliceMap map_;
+  std::vector<gguf::TensorType> types_[3];  // per matrix, per layer
+  std::vector<std::vector<long>> shapes_[3];
+  std::vector<std::string> where_[3];  // "gguf FILE: tensor 'NAME'", for messages
+};
+
+/// An engram table's rows in a GGUF shard: one DS41_FP8_ROW (or I8 row264) row is its codes
+/// then its e8m0 scales, read with one pread.
+class GgufRowSource : public RowSource {
+ public:
+  GgufRowSource(const GgufWeights& gw, const std::string& p, long rows, int head_dim) : hd_(head_dim) {
+    auto [ref, t] = gw.locate(p + "embed.weight");
+    where_ = "gguf " + gw.shards().shard(t->shard).path() + ": tensor '" + t->name + "'";
+    DS41_CHECK(gguf::engram_row_type(t->type), where_, " has type ", gguf::tensor_type_name(t->type),
+               ", a row-read engram table needs DS41_FP8_ROW or I8 rows (row264: e4m3 codes, then e8m0 scales)");
+    const std::vector<long> shape = t->shape();
+    const long row_elems = t->type == gguf::TensorType::kI8 ? head_dim + head_dim / 32 : head_dim;
+    DS41_CHECK(shape == (std::vector<long>{rows, row_elems}), "gguf ", gw.shards().path(), ": tensor '", t->name,
+               "' (", gguf::tensor_type_name(t->type), ") has shape ", shape_str({shape.begin(), shape.end()}),
+               ", expected [", rows, ", ", row_elems, "]");
+    shards_ = gw.shared_shards();
+    shard_ = t->shard;
+    offset_ = t->offset;
+    row_bytes_ = static_cast<uint64_t>(head_dim) + head_dim / 32;
+  }
+  uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const override {
+    std::vector<uint8_t> raw(row_bytes_);
+    shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
+    std::memcpy(codes, raw.data(), hd_);
+    std::memcpy(scales, raw.data() + hd_, row_bytes_ - hd_);
+    return row_bytes_;
+  }
+  std::string where() const override { return where_; }
+
+ private:
+  std::shared_ptr<const gguf::GgufShards> shards_;
+  int hd_ = 0, shard_ = 0;
+  uint64_t offset_ = 0, row_bytes_ = 0;
+  std::string where_;
+};
+
+inline std::shared_ptr<const ExpertSource> GgufWeights::expert_source() const {
+  return std::make_shared<GgufExpertSource>(*this);
+}
+inline std::shared_ptr<const RowSource> GgufWeights::row_source(const std::string& prefix, long rows,
+                                                                 int head_dim) const {
+  return std::make_shared<GgufRowSource>(*this, prefix, rows, head_dim);
+}
+
+}  // namespace ds41
+#include "../core/fp_exact_end.hpp"
