@@ -20,43 +20,30 @@ namespace ds41 {
 
 /// GGUF: llama.cpp stores a layer's routed experts as three merged [E, rows, cols] tensors, so
 /// each of w1/w2/w3 is one contiguous slice (shard, offset, bytes, type) of blk.l.ffn_{gate,down,up}_exps.
+/// With a DSpark draft file (GgufWeights' draft()) that carries the head, its stages follow as
+/// layers n_layers + s: the draft file's own merged tensors (dflash blk.s.*, ds4 mtp.s.*), each
+/// stacking the draft's expert count, its shards numbered after the main file's.
 class GgufExpertSource : public ExpertSource {
  public:
   GgufExpertSource(const GgufWeights& w) : shards_(w.shared_shards()) {
-    const gguf::GgufShards& s = *shards_;
     const ModelConfig& c = w.config();
     map_ = ExpertSliceMap(c.n_routed_experts);
-    for (int l = 0; l < c.n_layers; ++l) {
-      std::vector<ExpertSliceMap::Expert> layer(c.n_routed_experts);
-      for (int k = 0; k < 3; ++k) {
-        const std::string name = gguf::blk(l, gguf::expert_tensor(k + 1));
-        const gguf::TensorInfo* t = s.find(name);
-        DS41_CHECK(t, "gguf ", s.path(), ": missing tensor '", name, "'");
-        const std::vector<long> shape = t->shape();
-        DS41_CHECK(shape.size() == 3 && shape[0] == c.n_routed_experts, "gguf ", s.path(), ": tensor '", name,
-                   "' has shape ", shape_str({shape.begin(), shape.end()}), ", expected [", c.n_routed_experts, ", ...]");
-        const std::string where = "gguf " + s.shard(t->shard).path() + ": tensor '" + name + "'";
-        DS41_CHECK(gguf::readable_tensor_type(t->type) && t->type != gguf::TensorType::kDs41Fp8Row, where,
-                   " has type ", gguf::tensor_type_name(t->type), ", which ds41 does not read as routed experts");
-        types_[k].push_back(t->type);
-        where_[k].push_back(where);
-        shapes_[k].push_back({shape[1], shape[2]});
-        for (int e = 0; e < c.n_routed_experts; ++e) {
-          ExpertSliceMap::Slice sl;
-          sl.shard = t->shard;
-          sl.bytes = t->bytes / shape[0];
-          sl.offset = t->offset + sl.bytes * e;
-          layer[e].parts.push_back(sl);
-          layer[e].bytes += sl.bytes;
-        }
-      }
-      map_.add_layer(std::move(layer));
-    }
+    for (int l = 0; l < c.n_layers; ++l)
+      add_layer(*shards_, 0, "gguf ", c.n_routed_experts, [&](int k) { return gguf::blk(l, gguf::expert_tensor(k)); });
+    const int S = dspark_stages(c, w);
+    if (S == 0) return;
+    const gguf::GgufDraft* d = w.draft();
+    DS41_CHECK(d, "gguf ", shards_->path(), ": the DSpark stages' experts are in a draft file, and none was given");
+    draft_ = d->shared_shards();
+    for (int s = 0; s < S; ++s)
+      add_layer(*draft_, shards_->shard_count(), "gguf draft ", c.dspark_experts(),
+                [&](int k) { return gguf::draft_stage_prefix(d->family(), s) + gguf::expert_tensor(k); });
   }
   const ExpertSliceMap& slices() const override { return map_; }
   std::vector<std::string> shard_paths() const override {
     std::vector<std::string> p;
-    for (int i = 0; i < shards_->shard_count(); ++i) p.push_back(shards_->shard(i).path());
+    for (const auto* sh : {shards_.get(), draft_.get()})
+      for (int i = 0; sh && i < sh->shard_count(); ++i) p.push_back(sh->shard(i).path());
     return p;
   }
   std::array<HostTensor, 3> decode(int layer, int e, const uint8_t* const* parts) const override {
@@ -70,7 +57,40 @@ class GgufExpertSource : public ExpertSource {
   }
 
  private:
+  /// The next layer of the map: w1/w2/w3 from the merged tensors name(1..3) of `s`, whose shards
+  /// are numbered from `base` in shard_paths(), stacking E experts.
+  template <class Name>
+  void add_layer(const gguf::GgufShards& s, int base, const char* file, int E, const Name& name) {
+    const int layer = map_.layers();
+    std::vector<ExpertSliceMap::Expert> experts(E);
+    for (int k = 0; k < 3; ++k) {
+      const std::string n = name(k + 1);
+      const gguf::TensorInfo* t = s.find(n);
+      DS41_CHECK(t, file, s.path(), ": missing tensor '", n, "'");
+      const std::vector<long> shape = t->shape();
+      DS41_CHECK(shape.size() == 3 && shape[0] == E, file, s.path(), ": tensor '", n, "' has shape ",
+                 shape_str({shape.begin(), shape.end()}), ", expected [", E, ", ...] (the routed experts of layer ",
+                 layer, ")");
+      const std::string where = file + s.shard(t->shard).path() + ": tensor '" + n + "'";
+      DS41_CHECK(gguf::readable_tensor_type(t->type) && t->type != gguf::TensorType::kDs41Fp8Row, where, " has type ",
+                 gguf::tensor_type_name(t->type), ", which ds41 does not read as routed experts");
+      types_[k].push_back(t->type);
+      where_[k].push_back(where);
+      shapes_[k].push_back({shape[1], shape[2]});
+      for (int e = 0; e < E; ++e) {
+        ExpertSliceMap::Slice sl;
+        sl.shard = base + t->shard;
+        sl.bytes = t->bytes / shape[0];
+        sl.offset = t->offset + sl.bytes * e;
+        experts[e].parts.push_back(sl);
+        experts[e].bytes += sl.bytes;
+      }
+    }
+    map_.add_layer(std::move(experts));
+  }
+
   std::shared_ptr<const gguf::GgufShards> shards_;
+  std::shared_ptr<const gguf::GgufShards> draft_;  // the draft file's, when the stages stream
   ExpertSliceMap map_;
   std::vector<gguf::TensorType> types_[3];  // per matrix, per layer
   std::vector<std::vector<long>> shapes_[3];

@@ -45,20 +45,26 @@ inline bool safetensors_view(const safetensors::SafetensorsShards& sh, const saf
 }
 
 /// Safetensors: expert e of layer l is layers.l.ffn.experts.e.w{1,2,3}.weight, each with its
-/// .scale when quantised (fp4: I8 + F8_E8M0; fp8: F8_E4M3 + F8_E8M0; bf16: the weight alone).
+/// .scale when quantised (fp4: I8 + F8_E8M0; fp8: F8_E4M3 + F8_E8M0; bf16: the weight alone);
+/// DSpark's stage s, where the checkpoint has the head, is layer n_layers + s: mtp.s.ffn.experts.*.
 class SafetensorsExpertSource : public ExpertSource {
  public:
   SafetensorsExpertSource(const SafetensorsWeights& w) : shards_(w.shared_shards()) {
     const ModelConfig& c = w.config();
     map_ = ExpertSliceMap(c.n_routed_experts);
     const long shape[3][2] = {{c.moe_inter_dim, c.dim}, {c.dim, c.moe_inter_dim}, {c.moe_inter_dim, c.dim}};
-    for (int l = 0; l < c.n_layers; ++l) {
-      std::vector<ExpertSliceMap::Expert> layer(c.n_routed_experts);
-      std::vector<std::array<SafetensorsWeights::Parts, 3>> parts(c.n_routed_experts);
-      for (int e = 0; e < c.n_routed_experts; ++e)
+    // the backbone's layers, then DSpark's stages as layers n_layers + s (mtp.s.ffn.experts.*, the
+    // draft's own expert count) where the model has the draft head
+    const int S = dspark_stages(c, w);
+    for (int l = 0; l < c.n_layers + S; ++l) {
+      const bool stage = l >= c.n_layers;
+      const int E = stage ? c.dspark_experts() : c.n_routed_experts;
+      const std::string prefix = stage ? "mtp." + std::to_string(l - c.n_layers) + "." : "layers." + std::to_string(l) + ".";
+      std::vector<ExpertSliceMap::Expert> layer(E);
+      std::vector<std::array<SafetensorsWeights::Parts, 3>> parts(E);
+      for (int e = 0; e < E; ++e)
         for (int k = 0; k < 3; ++k) {
-          const std::string name = "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e) + ".w" +
-                                   std::to_string(k + 1) + ".weight";
+          const std::string name = prefix + "ffn.experts." + std::to_string(e) + ".w" + std::to_string(k + 1) + ".weight";
           SafetensorsWeights::Parts p = w.parts(name);
           const std::vector<long> want{shape[k][0], shape[k][1]};
           DS41_CHECK(p.shape == want, w.where(*p.weight), ": shape ", shape_str({p.shape.begin(), p.shape.end()}),

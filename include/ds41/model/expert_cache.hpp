@@ -108,7 +108,7 @@ class ExpertCache {
       files_.emplace_back(path, o.direct_io ? DirectFile::Mode::kDirect : DirectFile::Mode::kBuffered);
     // one slot holds any expert laid out as its runs' aligned spans, plus room to align the base
     for (int l = 0; l < map.layers(); ++l)
-      for (int e = 0; e < map.experts(); ++e) {
+      for (int e = 0; e < map.experts(l); ++e) {
         uint64_t b = 0;
         for (const Run& r : runs(map.at(l, e))) b += span_bytes(r.offset, r.bytes);
         slot_bytes_ = std::max(slot_bytes_, b);
@@ -180,9 +180,10 @@ class ExpertCache {
   /// Expert e of `layer`, resident in backend memory until a later get() evicts it.
   const ExpertWeights<B>& get(int layer, int e) {
     const Key k{layer, e};
-    DS41_CHECK(layer >= 0 && layer < slices().layers() && e >= 0 && e < slices().experts(), "expert cache: expert ",
-               e, " of layer ", layer, " is outside the file's ", slices().layers(), " layers of ", slices().experts(),
-               " experts");
+    DS41_CHECK(layer >= 0 && layer < slices().layers(), "expert cache: layer ", layer, " is outside the file's ",
+               slices().layers(), " layers of experts");
+    DS41_CHECK(e >= 0 && e < slices().experts(layer), "expert cache: expert ", e, " of layer ", layer,
+               " is outside the layer's ", slices().experts(layer), " experts");
     if (long slot = lru_.find(k); slot >= 0) {
       std::lock_guard<std::mutex> g(mu_);
       ++counters_.hits;

@@ -21,7 +21,10 @@
 namespace ds41 {
 
 /// Where every routed expert's bytes live: per (layer, expert) the byte ranges ("slices") that
-/// hold its three matrices (and their scales), read back to back into one staging buffer.
+/// hold its three matrices (and their scales), read back to back into one staging buffer. Layers
+/// 0 .. n_layers - 1 are the backbone's; a model with DSpark's draft head (dspark_stages() > 0)
+/// has its stages after them, stage s as layer n_layers + s, each with the draft's own expert
+/// count (ModelConfig::dspark_experts()), so one cache streams both.
 class ExpertSliceMap {
  public:
   struct Slice {
@@ -38,7 +41,10 @@ class ExpertSliceMap {
   void add_layer(std::vector<Expert> layer) { layers_.push_back(std::move(layer)); }
   const Expert& at(int layer, int e) const { return layers_.at(layer).at(e); }
   int layers() const { return static_cast<int>(layers_.size()); }
+  /// The backbone's routed experts per layer (n_routed_experts).
   int experts() const { return experts_; }
+  /// Layer `layer`'s routed experts: experts() for the backbone's, the draft's for a stage's.
+  int experts(int layer) const { return static_cast<int>(layers_.at(layer).size()); }
   uint64_t max_expert_bytes() const {
     uint64_t m = 0;
     for (const auto& l : layers_)

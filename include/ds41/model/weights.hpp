@@ -10,6 +10,7 @@
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
 #include "../backend/concept.hpp"
+#include "config.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
@@ -107,6 +108,14 @@ class WeightSource {
                ", expected ", shape_str({want.begin(), want.end()}));
   }
 };
+
+/// DSpark's stages a model of `c` on `w` builds: n_mtp_layers where the configuration has a draft
+/// head and the weights carry it (mtp.0.main_proj), else 0 (the backbone alone). Model decides by
+/// it, and so do the formats' expert sources (io/), which map the stages' routed experts as layers
+/// n_layers .. n_layers + S - 1 for a model that streams them.
+inline int dspark_stages(const ModelConfig& c, const WeightSource& w) {
+  return c.has_dspark() && w.has("mtp.0.main_proj.weight") ? c.n_mtp_layers : 0;
+}
 
 /// Every parameter held in memory.
 class WeightSet : public WeightSource {
