@@ -67,7 +67,7 @@
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
 #include "ds41/testing/golden.hpp"
-#include "ds41/io/direct_reader.hpp"
+#include "ds41/core/direct_file.hpp"
 #include "ds41/io/safetensors_weights.hpp"
 #include "ds41/io/uring_reader.hpp"
 #include "ds41/model/streamed_experts.hpp"

@@ -198,6 +198,12 @@ int run_checkpoint(const ds41::golden::Golden& g, const std::string& dir, long s
                 static_cast<unsigned long>(k.prefetch_hits), k.prefetch_hit_rate(),
                 static_cast<unsigned long>(k.prefetch_issued), static_cast<unsigned long>(k.prefetch_dropped),
                 static_cast<unsigned long>(k.bytes_read));
+    if (model.has_draft_head()) {  // DSpark's stages stream through the same cache, as layers n_layers + s
+      uint64_t asked = 0;
+      for (int l = c.n_layers; l < static_cast<int>(k.layer_hits.size()); ++l) asked += k.layer_hits[l] + k.layer_misses[l];
+      std::printf("# expert cache: the DSpark stages (layers %d..%d) asked for %lu experts\n", c.n_layers,
+                  c.n_layers + c.n_mtp_layers - 1, static_cast<unsigned long>(asked));
+    }
     return rc;
   }
   return 2;  // not reached: the resident branch above returns

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <type_traits>
 #include "ds41/ds41.hpp"
 #include "ds41/io/gguf.hpp"
 #include "ds41/model/row_reader_table.hpp"
@@ -274,21 +275,61 @@ TEST_CASE("gguf dspark: every DSpark golden as a main GGUF and a draft file, bot
   }
 }
 
-TEST_CASE("gguf dspark: streamed experts with a draft file, and the main file alone as before") {
+// a streaming model's stages stream too: their Block holds the backbone's ExpertStore
+static_assert(std::is_same_v<DSparkHead<HostBackend, StreamedExperts<HostBackend>>::Stage,
+                             Block<HostBackend, StreamedExperts<HostBackend>, ResidentTable<HostBackend>>>);
+
+TEST_CASE("gguf dspark: every DSpark golden streamed from main + draft file, the stages' experts through the same cache") {
+  using HB = HostBackend;
+  for (const std::string& path : dspark_goldens()) {
+    const golden::Golden g = golden::load(path);
+    const WeightSet ws = golden::regenerate_weights(g);
+    TempDir dir;
+    for (DraftFamily f : kFamilies) {
+      const std::string label = std::filesystem::path(path).filename().string() + " " + draft_family_name(f);
+      CAPTURE(label);
+      const Files files = write_both(g.config, ws, dir, f, WriteOptions{}, draft_family_name(f));
+      GgufWeights w(files.main[0], {}, files.draft);
+      const ModelConfig& c = w.config();
+      // a cache of 2 experts: fewer than any layer's, the backbone's or a stage's, so every layer
+      // evicts and reads again
+      StreamedExperts<HB>::Cache cache(w, {.capacity_experts = 2});
+      REQUIRE(cache.capacity() < std::min(c.n_routed_experts, c.dspark_experts()));
+      // the stages are the file's layers n_layers + s, with the draft's expert count
+      REQUIRE(cache.slices().layers() == c.n_layers + c.n_mtp_layers);
+      for (int s = 0; s < c.n_mtp_layers; ++s) CHECK(cache.slices().experts(c.n_layers + s) == c.dspark_experts());
+      Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(c, w, cache);
+      REQUIRE(streamed.has_draft_head());
+      const Counts k = run_golden(g, streamed);
+      CHECK(k.failed == 0);
+      CHECK(k.exact == k.passed);
+      CHECK(k.draft > 0);
+      // every stage took its experts from the cache (nothing of them resident)
+      const ExpertCounters n = cache.counters();
+      long stage_asks = 0;
+      for (int s = 0; s < c.n_mtp_layers; ++s) {
+        const uint64_t asked = n.layer_hits.at(c.n_layers + s) + n.layer_misses.at(c.n_layers + s);
+        CHECK_MESSAGE(asked > 0, "stage ", s);
+        stage_asks += static_cast<long>(asked);
+      }
+      MESSAGE(label, ": ", k.passed, " captures bit-identical (", k.draft, " from drafts); the stages asked the cache for ",
+              stage_asks, " experts");
+    }
+  }
+}
+
+TEST_CASE("gguf dspark: the main file alone serves the backbone as before") {
   const golden::Golden& g = public_dspark();
   const WeightSet ws = golden::regenerate_weights(g);
   TempDir dir;
   const Files files = write_both(g.config, ws, dir, DraftFamily::kDflash, WriteOptions{});
   using HB = HostBackend;
-  {
-    GgufWeights w(files.main[0], {}, files.draft);
-    StreamedExperts<HB>::Cache cache(w, {.capacity_experts = 3});
-    Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(w.config(), w, cache);
-    REQUIRE(streamed.has_draft_head());
-    const Counts k = run_golden(g, streamed);
-    CHECK(k.failed == 0);
-    CHECK(k.exact == k.passed);
-    CHECK(k.draft > 0);
+  {  // streamed without the draft: the cache maps the backbone's layers alone
+    GgufWeights alone(files.main[0]);
+    StreamedExperts<HB>::Cache cache(alone, {.capacity_experts = 2});
+    CHECK(cache.slices().layers() == alone.config().n_layers);
+    Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> m(alone.config(), alone, cache);
+    CHECK(!m.has_draft_head());
   }
   for (const std::string& draft : {std::string(), std::string("")}) {
     GgufWeights alone = draft.empty() ? GgufWeights(files.main[0]) : GgufWeights(files.main[0], {}, draft);

@@ -229,6 +229,37 @@ TEST_CASE("safetensors: streamed experts (3 of 8) and row-read engram give the r
   CHECK(cache.slices().at(0, 0).bytes == 3 * (1024 + 64));
 }
 
+TEST_CASE("safetensors: a DSpark checkpoint streamed through a 2-expert cache, the stages' experts (mtp.s) included") {
+  const std::string json = DS41_GOLDEN_DIR "/extra/dspark/f_d_s3_b4.json";
+  const golden::Golden g = golden::load(json);
+  const SafetensorsWeights w(DS41_GOLDEN_DIR "/extra/dspark/f_d_s3_b4_ckpt", g.config.max_seq_len, g.config.engram);
+  const ModelConfig& c = w.config();
+  REQUIRE(c.has_dspark());
+  using HB = HostBackend;
+  StreamedExperts<HB>::Cache cache(w, {.capacity_experts = 2});  // below any layer's experts
+  REQUIRE(cache.capacity() < std::min(c.n_routed_experts, c.dspark_experts()));
+  // the stages after the backbone in the file's slice map: mtp.s.ffn.experts.* as layer n_layers + s
+  REQUIRE(cache.slices().layers() == c.n_layers + c.n_mtp_layers);
+  for (int s = 0; s < c.n_mtp_layers; ++s) CHECK(cache.slices().experts(c.n_layers + s) == c.dspark_experts());
+  Model<HB, StreamedExperts<HB>, RowReaderTable<HB>> streamed(c, w, cache);
+  REQUIRE(streamed.has_draft_head());
+  long passed = 0, draft = 0;
+  for (const auto& rep : golden::run(g, streamed))
+    for (const auto& r : rep.results) {
+      CHECK_MESSAGE(r.pass, r.name);
+      CHECK_MESSAGE(r.exact, r.name);
+      passed += r.pass;
+      draft += r.pass && golden::is_draft_capture(r.name);
+    }
+  CHECK(passed > 500);
+  CHECK(draft > 0);
+  // every stage's experts came through the cache (none resident)
+  const ExpertCounters k = cache.counters();
+  for (int s = 0; s < c.n_mtp_layers; ++s)
+    CHECK_MESSAGE(k.layer_hits.at(c.n_layers + s) + k.layer_misses.at(c.n_layers + s) > 0, "stage ", s);
+  MESSAGE("f_d_s3_b4 from its checkpoint, streamed: ", passed, " captures bit-identical, ", draft, " from drafts");
+}
+
 TEST_CASE("safetensors: the bf16 tiny golden written as a checkpoint reads back bit for bit and runs the same") {
   TempDir dir;
   const golden::Golden& g = bf16_golden();

@@ -16,6 +16,7 @@
 #include "ds41/io/gguf.hpp"
 #include "ds41/testing/golden.hpp"
 #include "ds41/io/safetensors_weights.hpp"
+#include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
 
@@ -313,4 +314,17 @@ TEST_CASE("streaming: a cache budget below one layer's step is an error") {
   // exactly a step's worth is accepted
   ExpertCache<HB> enough(w, {.capacity_bytes = per * g.config.n_activated_experts});
   CHECK(error_of([&] { StreamedExperts<HB>(w.config(), w, 0, enough); }).empty());
+}
+
+TEST_CASE("streaming: weights that cannot stream (an in-memory WeightSet) are refused, saying why") {
+  // model/ streams through WeightSource::expert_source() / row_source() (io/ implements them for
+  // its formats); a WeightSet has neither
+  const golden::Golden& g = tiny();
+  const WeightSet w = golden::regenerate_weights(g);
+  CHECK(w.expert_source() == nullptr);
+  CHECK(w.row_source("layers.0.engram.", 4, g.config.head_dim) == nullptr);
+  const std::string e = error_of([&] { ExpertCache<HB> c(w, {.capacity_experts = 2}); });
+  CHECK(e.find("cannot stream their routed experts") != std::string::npos);
+  const std::string r = error_of([&] { RowReaderTable<HB> t(w, "layers.0.engram.", 4, g.config.head_dim); });
+  CHECK(r.find("cannot be read by rows") != std::string::npos);
 }

@@ -52,7 +52,8 @@ def test_golden_in_chunks(goldens):
 def _checkpoints():
     d = golden_dir()
     out = []
-    for ck in sorted(list(d.glob("*_ckpt")) + list((d / "extra").glob("*_ckpt"))):
+    dirs = (d, d / "extra", d / "extra" / "dspark")  # extra/dspark: the stages stream with the backbone
+    for ck in sorted(ck for p in dirs for ck in p.glob("*_ckpt")):
         name = ck.name[: -len("_ckpt")]
         for cand in (ck.parent / f"{name}.json", ck.parent / f"{name}_golden.json"):
             if cand.exists():
@@ -63,7 +64,8 @@ def _checkpoints():
 @pytest.mark.parametrize("ckpt,path", _checkpoints())
 @pytest.mark.parametrize("cache", [0, 3])
 def test_checkpoint_bit_for_bit(ckpt, path, cache):
-    """Weights from the official-format checkpoint; experts resident (0) or through a 3-expert cache."""
+    """Weights from the official-format checkpoint; experts resident (0) or through a 3-expert cache
+    (a DSpark checkpoint's stages' experts through the same cache)."""
     g = gc.load(path)
     model = ds41.Model.from_checkpoint(ckpt, golden=path, cache_experts=cache)
     assert "checkpoint" in model.source

@@ -330,6 +330,7 @@ class GgufDraft : public WeightSource {
   DraftFamily family() const { return family_; }
   const DraftFields& fields() const { return fields_; }
   const GgufShards& shards() const { return *shards_; }
+  std::shared_ptr<const GgufShards> shared_shards() const { return shards_; }
   /// The main model's config with the draft's DSpark fields.
   const ModelConfig& config() const { return cfg_; }
   int stages() const { return cfg_.n_mtp_layers; }

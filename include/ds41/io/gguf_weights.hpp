@@ -39,6 +39,10 @@ class GgufWeights : public WeightSource {
   std::shared_ptr<const gguf::GgufShards> shared_shards() const { return shards_; }
   /// The DSpark draft file, when one was given.
   const gguf::GgufDraft* draft() const { return draft_.get(); }
+  /// The routed experts as slices of the merged tensors (GgufExpertSource) and the engram tables'
+  /// rows (GgufRowSource), for StreamedExperts and RowReaderTable: gguf_sources.hpp.
+  std::shared_ptr<const ExpertSource> expert_source() const override;
+  std::shared_ptr<const RowSource> row_source(const std::string& prefix, long rows, int head_dim) const override;
 
   /// The GGUF tensor behind a reference name, with the part of it the name is; throws when absent.
   std::pair<gguf::NameRef, const gguf::TensorInfo*> locate(const std::string& name) const {
@@ -346,3 +350,5 @@ inline std::vector<std::string> write_model(const ModelConfig& c, const WeightSo
 }  // namespace gguf
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"
+// the streaming sources, and GgufWeights' two overrides (they need the class complete)
+#include "gguf_sources.hpp"

@@ -492,6 +492,10 @@ class SafetensorsWeights : public WeightSource {
   }
   /// "safetensors FILE: tensor 'NAME'" for messages.
   std::string where(const TensorInfo& t) const { return safetensors::where(*shards_, t); }
+  /// The routed experts' six tensors each (SafetensorsExpertSource) and the engram tables' rows
+  /// (SafetensorsRowSource), for StreamedExperts and RowReaderTable: safetensors_sources.hpp.
+  std::shared_ptr<const ExpertSource> expert_source() const override;
+  std::shared_ptr<const RowSource> row_source(const std::string& prefix, long rows, int head_dim) const override;
 
  private:
   static std::string human(uint64_t b) {
@@ -525,3 +529,5 @@ class SafetensorsWeights : public WeightSource {
 
 }  // namespace ds41
 #include "../core/fp_exact_end.hpp"
+// the streaming sources, and the two overrides above (they need this class complete)
+#include "safetensors_sources.hpp"

@@ -7,7 +7,7 @@
 //
 // Optional: compiled only where liburing is found (CMake defines DS41_HAVE_LIBURING for the
 // targets that link it; kUringAvailable says which). The expert cache reads with its pool of
-// reader threads (direct_reader.hpp) either way: bench_streaming's BM_RawUring compares the two
+// reader threads (core/direct_file.hpp) either way: bench_streaming's BM_RawUring compares the two
 // at the released expert size, and on this project's machines the ring did not read faster than
 // as many threads (docs/STREAMING.md), so the cache does not use it.
 #pragma once

@@ -7,9 +7,11 @@
 //                 follow the sequence through chunks, batches, rewinds and snapshots)
 //   draft(P)      block [anchor, noise, …] at positions P+1..P+B through S stages — each a Block
 //                 whose attention is the window-only, non-causal one of attend_block(), whose MoE
-//                 has the draft's experts — then the stage's own norm, the backbone's head on
-//                 every row, the Markov bias of the previous token added before each argmax, and
-//                 the confidence of (pre-norm x, Markov embedding)
+//                 has the draft's experts (in the backbone's ExpertStore: resident, or streamed
+//                 through the model's ExpertCache as its layers n_layers + s) — then the stage's
+//                 own norm, the backbone's head on every row, the Markov bias of the previous
+//                 token added before each argmax, and the confidence of (pre-norm x, Markov
+//                 embedding)
 //
 // The reference writes the ring row of position P inside the draft call (M:1065); here the
 // target step at P has written it already, the same bits in the same slot before the same
@@ -56,12 +58,15 @@ struct DraftResult {
   std::vector<float> confidence;
 };
 
-template <class B>
+/// ExpertStore: the backbone's (Model's), so a model that streams its experts streams the stages'
+/// too: StreamedExperts of layer n_layers + s, through the model's one ExpertCache, whose slice
+/// map has the stages after the backbone's layers (ExpertSliceMap). A stage has no engram.
+template <class B, class ExpertStore = ResidentExperts<B>>
 class DSparkHead {
  public:
   template <class T>
   using Buf = typename B::template Buffer<T>;
-  using Stage = Block<B, ResidentExperts<B>, ResidentTable<B>>;
+  using Stage = Block<B, ExpertStore, ResidentTable<B>>;
   using Attn = CompressedAttnT<B>;
   /// A sequence's draft state: each stage's window ring (SequenceT::dspark_).
   using State = std::vector<typename Attn::State>;
@@ -76,7 +81,9 @@ class DSparkHead {
     return s;
   }
 
-  DSparkHead(const ModelConfig& c, const WeightSource& w)
+  /// `shared...`: what the ExpertStore shares across layers (StreamedExperts: the model's cache).
+  template <class... Shared>
+  DSparkHead(const ModelConfig& c, const WeightSource& w, Shared&... shared)
       : S_(c.n_mtp_layers), block_(c.dspark_block_size), nt_(static_cast<int>(c.dspark_target_layer_ids.size())),
         R_(c.dspark_markov_rank), dim_(c.dim), D_(c.head_dim), V_(c.vocab_size), hc_(c.hc_mult),
         noise_(static_cast<int32_t>(c.dspark_noise_token_id)), eps_(static_cast<float>(c.norm_eps)),
@@ -86,8 +93,11 @@ class DSparkHead {
     const ModelConfig sc = stage_config(c);
     for (int s = 0; s < S_; ++s) {
       const StageWeights sw(w, c.n_layers + s, s);
-      stages_.push_back(std::make_unique<Stage>(sc, sw, c.n_layers + s));
+      stages_.push_back(std::make_unique<Stage>(sc, sw, c.n_layers + s, shared...));
     }
+    // stage s's MoE predicts stage s+1's experts, as a backbone layer predicts the next one's
+    // (stores that prefetch; a draft runs the stages in order)
+    for (int s = 0; s + 1 < S_; ++s) stages_[s]->moe().set_next(&stages_[s + 1]->moe());
     const std::string last = "mtp." + std::to_string(S_ - 1) + ".";
     main_proj_ = load_matrix<B>(w, "mtp.0.main_proj.weight", dim_, static_cast<long>(nt_) * dim_);
     main_norm_ = upload_vector<B>(w, "mtp.0.main_norm.weight", dim_);

@@ -1,13 +1,13 @@
 // ds41/model/expert_cache.hpp — ExpertCache: a model's routed experts read on demand from its
-// files (ExpertSource, expert_source.hpp) into a bounded, LRU-managed arena (expert_arena.hpp)
-// shared by every layer.
+// files (an ExpertSource, expert_source.hpp, which the weights' format gives: io/) into a
+// bounded, LRU-managed arena (expert_arena.hpp) shared by every layer.
 //
 //   StreamOptions   the budget (experts or bytes), the staging ring (slots or bytes), reader
 //                   threads, direct I/O, conversion on the reader threads
 //   StagingRing     slots of raw expert bytes (page-locked when the backend has B::alloc_pinned),
 //                   sized in slots or in bytes; `readers` background threads serve prefetch
 //                   requests into it, so several expert reads are in flight at once
-//   DirectFile      (io/direct_reader.hpp) the reads: buffered pread by default; with
+//   DirectFile      (core/direct_file.hpp) the reads: buffered pread by default; with
 //                   direct_io, O_DIRECT into block-aligned slot layouts (each run of an expert's
 //                   adjacent slices read as its aligned covering span, the inner part used), or
 //                   pread + posix_fadvise(DONTNEED) where the file system refuses O_DIRECT
@@ -31,7 +31,7 @@
 #include <thread>
 #include <utility>
 #include <vector>
-#include "../io/direct_reader.hpp"
+#include "../core/direct_file.hpp"
 #include "expert_arena.hpp"
 #include "expert_source.hpp"
 
@@ -89,10 +89,9 @@ class ExpertCache {
  public:
   using Key = ExpertLru::Key;
 
-  ExpertCache(const GgufWeights& w, const StreamOptions& o = {})
-      : ExpertCache(std::make_shared<GgufExpertSource>(w), o) {}
-  ExpertCache(const SafetensorsWeights& w, const StreamOptions& o = {})
-      : ExpertCache(std::make_shared<SafetensorsExpertSource>(w), o) {}
+  /// The routed experts of `w`'s files (WeightSource::expert_source: GgufWeights,
+  /// SafetensorsWeights); weights that cannot stream (a WeightSet) are an error saying so.
+  ExpertCache(const WeightSource& w, const StreamOptions& o = {}) : ExpertCache(streamable(w), o) {}
   ExpertCache(std::shared_ptr<const ExpertSource> src, const StreamOptions& o = {})
       : src_(std::move(src)), opt_(o) {
     const ExpertSliceMap& map = src_->slices();
@@ -109,7 +108,7 @@ class ExpertCache {
       files_.emplace_back(path, o.direct_io ? DirectFile::Mode::kDirect : DirectFile::Mode::kBuffered);
     // one slot holds any expert laid out as its runs' aligned spans, plus room to align the base
     for (int l = 0; l < map.layers(); ++l)
-      for (int e = 0; e < map.experts(); ++e) {
+      for (int e = 0; e < map.experts(l); ++e) {
         uint64_t b = 0;
         for (const Run& r : runs(map.at(l, e))) b += span_bytes(r.offset, r.bytes);
         slot_bytes_ = std::max(slot_bytes_, b);
@@ -181,9 +180,10 @@ class ExpertCache {
   /// Expert e of `layer`, resident in backend memory until a later get() evicts it.
   const ExpertWeights<B>& get(int layer, int e) {
     const Key k{layer, e};
-    DS41_CHECK(layer >= 0 && layer < slices().layers() && e >= 0 && e < slices().experts(), "expert cache: expert ",
-               e, " of layer ", layer, " is outside the file's ", slices().layers(), " layers of ", slices().experts(),
-               " experts");
+    DS41_CHECK(layer >= 0 && layer < slices().layers(), "expert cache: layer ", layer, " is outside the file's ",
+               slices().layers(), " layers of experts");
+    DS41_CHECK(e >= 0 && e < slices().experts(layer), "expert cache: expert ", e, " of layer ", layer,
+               " is outside the layer's ", slices().experts(layer), " experts");
     if (long slot = lru_.find(k); slot >= 0) {
       std::lock_guard<std::mutex> g(mu_);
       ++counters_.hits;
@@ -283,6 +283,13 @@ class ExpertCache {
   }
 
  private:
+  static std::shared_ptr<const ExpertSource> streamable(const WeightSource& w) {
+    std::shared_ptr<const ExpertSource> src = w.expert_source();
+    DS41_CHECK(src, "expert cache: these weights cannot stream their routed experts (their WeightSource gives no "
+               "expert_source(), as an in-memory WeightSet); stream from a GgufWeights or a SafetensorsWeights, or "
+               "keep the experts resident (ResidentExperts)");
+    return src;
+  }
   enum class State { kFree, kQueued, kReading, kReady, kBusy };
   using StagingBuf = decltype(alloc_staging<B>(0));
   struct Staged {

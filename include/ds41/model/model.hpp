@@ -51,8 +51,9 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
     norm_ = upload_vector<B>(w, "norm.weight", c.dim);
     head_ = load_matrix<B>(w, "head.weight", c.vocab_size, c.dim);
     // the draft head where the configuration has one and the weights carry it (a file without
-    // mtp.* serves the backbone alone; draft() then says why it cannot)
-    if (c.has_dspark() && w.has("mtp.0.main_proj.weight")) dspark_ = std::make_unique<DSparkHead<B>>(c, w);
+    // mtp.* serves the backbone alone; draft() then says why it cannot); its stages' experts in
+    // the backbone's store (streamed: through the same cache, as layers n_layers + s)
+    if (dspark_stages(c, w) > 0) dspark_ = std::make_unique<DSparkHead<B, ExpertStore>>(c, w, shared...);
   }
 
   const ModelConfig& config() const { return cfg_; }
@@ -72,7 +73,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
 
   /// Whether the model has DSpark's draft head (draft() works).
   bool has_draft_head() const { return dspark_ != nullptr; }
-  DSparkHead<B>& draft_head() {
+  DSparkHead<B, ExpertStore>& draft_head() {
     DS41_CHECK(dspark_, "DSpark: this model has no draft head (",
                cfg_.has_dspark() ? "the weights carry no mtp.* tensors" : "its configuration has no DSpark stages",
                ")");
@@ -85,7 +86,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
   /// `pick`: how each draft token is chosen from its logits row (default argmax, the reference's
   /// temperature 0).
   DraftResult draft(const Sequence& s, int32_t anchor, CaptureSink* sink = nullptr, const DraftPick& pick = {}) {
-    DSparkHead<B>& head = draft_head();
+    DSparkHead<B, ExpertStore>& head = draft_head();
     DS41_CHECK(s.owner_ == this, "draft: the sequence was not made by this model (use model.make_sequence())");
     DS41_CHECK(!s.broken_, "draft: the sequence's last step failed half-way; reset() it",
                s.undo_ ? " or rollback() to its checkpoint" : "");
@@ -395,7 +396,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
       if constexpr (prompt) {
         dspark_->absorb(main_hidden.data(), N, 0, in[0].seq->dspark_, taps.sub("dspark."));
       } else {
-        std::vector<typename DSparkHead<B>::State*> st(N);
+        std::vector<typename DSparkHead<B, ExpertStore>::State*> st(N);
         for (long r = 0; r < N; ++r) st[r] = &in[r].seq->dspark_;
         dspark_->absorb_rows(main_hidden.data(), pos, st, taps.sub("dspark."));
       }
@@ -492,7 +493,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
   Matrix<B> embed_, head_;
   Buf<float> norm_;
   std::vector<std::unique_ptr<BlockT>> layers_;
-  std::unique_ptr<DSparkHead<B>> dspark_;  // DSpark's draft head, where the model has one
+  std::unique_ptr<DSparkHead<B, ExpertStore>> dspark_;  // DSpark's draft head, where the model has one
 };
 
 }  // namespace ds41

@@ -1,9 +1,10 @@
 // ds41/model/row_reader_table.hpp — RowReaderTable, the engram Table policy for tables too large
 // to hold: each row is read with pread when a token's hash names it, through a small LRU row
-// cache. The table is never loaded whole. Rows come from a RowSource: a GGUF shard (a DS41_FP8_ROW
+// cache. The table is never loaded whole. Rows come from the weights' RowSource
+// (WeightSource::row_source, row_source.hpp), which io/ implements: a GGUF shard (a DS41_FP8_ROW
 // row, or an I8 row264 row, is self-contained: codes then e8m0 scales; an MXFP4 row is read as the
-// fp8 row of its values, gguf::mxfp4_engram_rows) or a safetensors checkpoint (the row of
-// engram.embed.weight and the row of engram.embed.scale).
+// fp8 row of its values, gguf::mxfp4_engram_rows) or a safetensors checkpoint
+// (the row of engram.embed.weight and the row of engram.embed.scale).
 //
 //   ds41::Model<B, Experts, ds41::RowReaderTable<B>> model(w.config(), w /* Gguf- or SafetensorsWeights */, ...);
 #pragma once
@@ -13,103 +14,15 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-#include "../io/gguf_weights.hpp"
-#include "../io/safetensors_weights.hpp"
 #include "config.hpp"
+#include "row_source.hpp"
+#include "weights.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
 
 struct RowCacheCounters {
   uint64_t hits = 0, misses = 0, bytes_read = 0;
-};
-
-/// Where an engram table's rows live: read_row(r) fills row r's hd e4m3 codes and hd/32 e8m0
-/// scale bytes and returns the bytes it read. GGUF: one DS41_FP8_ROW row (codes then scales, one
-/// pread); safetensors: engram.embed.weight's row and engram.embed.scale's row (two preads).
-class RowSource {
- public:
-  virtual ~RowSource() = default;
-  virtual uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const = 0;
-  /// "FILE: tensor 'NAME'" of the table, for messages.
-  virtual std::string where() const = 0;
-};
-
-class GgufRowSource : public RowSource {
- public:
-  GgufRowSource(const GgufWeights& gw, const std::string& p, long rows, int head_dim) : hd_(head_dim) {
-    auto [ref, t] = gw.locate(p + "embed.weight");
-    where_ = "gguf " + gw.shards().shard(t->shard).path() + ": tensor '" + t->name + "'";
-    DS41_CHECK(gguf::engram_row_type(t->type), where_, " has type ", gguf::tensor_type_name(t->type),
-               ", a row-read engram table needs DS41_FP8_ROW, I8 (row264: e4m3 codes, then e8m0 scales) or MXFP4 rows");
-    const std::vector<long> shape = t->shape();
-    const long row_elems = t->type == gguf::TensorType::kI8 ? head_dim + head_dim / 32 : head_dim;
-    DS41_CHECK(shape == (std::vector<long>{rows, row_elems}), "gguf ", gw.shards().path(), ": tensor '", t->name,
-               "' (", gguf::tensor_type_name(t->type), ") has shape ", shape_str({shape.begin(), shape.end()}),
-               ", expected [", rows, ", ", row_elems, "]");
-    shards_ = gw.shared_shards();
-    shard_ = t->shard;
-    offset_ = t->offset;
-    type_ = t->type;
-    row_bytes_ = gguf::engram_row_bytes(t->type, head_dim);
-  }
-  uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const override {
-    std::vector<uint8_t> raw(row_bytes_);
-    shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
-    if (type_ == gguf::TensorType::kMXFP4) {  // mxxm-t's rows: as the fp8 row of ggml's values
-      const std::vector<uint8_t> fp8 = gguf::mxfp4_engram_rows(raw.data(), 1, hd_, where_ + " row " + std::to_string(r));
-      std::memcpy(codes, fp8.data(), hd_);
-      std::memcpy(scales, fp8.data() + hd_, hd_ / 32);
-      return row_bytes_;
-    }
-    std::memcpy(codes, raw.data(), hd_);
-    std::memcpy(scales, raw.data() + hd_, row_bytes_ - hd_);
-    return row_bytes_;
-  }
-  std::string where() const override { return where_; }
-
- private:
-  std::shared_ptr<const gguf::GgufShards> shards_;
-  int hd_ = 0, shard_ = 0;
-  gguf::TensorType type_ = gguf::TensorType::kDs41Fp8Row;
-  uint64_t offset_ = 0, row_bytes_ = 0;
-  std::string where_;
-};
-
-class SafetensorsRowSource : public RowSource {
- public:
-  SafetensorsRowSource(const SafetensorsWeights& sw, const std::string& p, long rows, int head_dim)
-      : shards_(sw.shared_shards()), hd_(head_dim) {
-    const SafetensorsWeights::Parts c = sw.parts(p + "embed.weight"), s = sw.parts(p + "embed.scale");
-    where_ = sw.where(*c.weight);
-    DS41_CHECK(c.kind == SafetensorsWeights::Kind::kEngramCodes, where_, " has dtype ",
-               safetensors::dtype_name(c.weight->dtype), ", a row-read engram table needs F8_E4M3");
-    DS41_CHECK(s.kind == SafetensorsWeights::Kind::kScale, sw.where(*s.weight), " has dtype ",
-               safetensors::dtype_name(s.weight->dtype), ", a row-read engram table needs F8_E8M0 scales");
-    const std::vector<long> want{rows, head_dim}, want_s{rows, head_dim / 32};
-    DS41_CHECK(c.shape == want, where_, ": shape ", shape_str({c.shape.begin(), c.shape.end()}),
-               ", but config.json implies ", shape_str({want.begin(), want.end()}));
-    DS41_CHECK(s.shape == want_s, sw.where(*s.weight), ": shape ", shape_str({s.shape.begin(), s.shape.end()}),
-               ", but config.json implies ", shape_str({want_s.begin(), want_s.end()}));
-    codes_ = *c.weight;
-    scales_ = *s.weight;
-  }
-  uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const override {
-    const uint64_t nb = static_cast<uint64_t>(hd_ / 32);
-    shards_->read(codes_.shard, codes, hd_, codes_.offset + static_cast<uint64_t>(r) * hd_, "engram row codes");
-    shards_->read(scales_.shard, scales, nb, scales_.offset + static_cast<uint64_t>(r) * nb, "engram row scales");
-    for (uint64_t b = 0; b < nb; ++b)
-      DS41_CHECK(scales[b] != 0xFF, "safetensors ", shards_->shard(scales_.shard).path(), ": tensor '", scales_.name,
-                 "': scale ", static_cast<uint64_t>(r) * nb + b, " (row ", r, ") is the F8_E8M0 NaN byte 0xFF");
-    return hd_ + nb;
-  }
-  std::string where() const override { return where_; }
-
- private:
-  std::shared_ptr<const safetensors::SafetensorsShards> shards_;
-  int hd_ = 0;
-  safetensors::TensorInfo codes_, scales_;
-  std::string where_;
 };
 
 template <class B>
@@ -121,13 +34,10 @@ class RowReaderTable {
   RowReaderTable(const WeightSource& w, const std::string& p, long rows, int head_dim,
                  long cache_rows = kDefaultCacheRows)
       : rows_(rows), hd_(head_dim), cache_rows_(cache_rows) {
-    if (const auto* gw = dynamic_cast<const GgufWeights*>(&w))
-      src_ = std::make_shared<GgufRowSource>(*gw, p, rows, head_dim);
-    else if (const auto* sw = dynamic_cast<const SafetensorsWeights*>(&w))
-      src_ = std::make_shared<SafetensorsRowSource>(*sw, p, rows, head_dim);
-    else
-      fail("engram table '", p, "embed.weight': RowReaderTable reads rows from GGUF or safetensors files; its "
-           "weights must be a GgufWeights or a SafetensorsWeights");
+    src_ = w.row_source(p, rows, head_dim);
+    DS41_CHECK(src_, "engram table '", p, "embed.weight': RowReaderTable reads rows from files; these weights "
+               "cannot be read by rows (their WeightSource has no row_source(): use a GgufWeights or a "
+               "SafetensorsWeights, or ResidentTable)");
     counters_ = std::make_shared<RowCacheCounters>();
   }
   long rows() const { return rows_; }

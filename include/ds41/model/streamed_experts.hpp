@@ -1,7 +1,9 @@
 // ds41/model/streamed_experts.hpp — the StreamedExperts ExpertStore policy: one layer's view of
-// a model-wide ExpertCache (expert_cache.hpp), which reads routed experts on demand from GGUF
-// shards or a safetensors checkpoint (expert_source.hpp) into a bounded arena (expert_arena.hpp).
+// a model-wide ExpertCache (expert_cache.hpp), which reads routed experts on demand from the
+// weights' files (their ExpertSource, expert_source.hpp: GGUF shards or a safetensors checkpoint,
+// io/) into a bounded arena (expert_arena.hpp).
 #pragma once
+#include <string>
 #include <vector>
 #include "expert_cache.hpp"
 #include "moe.hpp"
@@ -20,10 +22,21 @@ class StreamedExperts {
   static constexpr bool kStableRefs = false;
 
   StreamedExperts() = default;
+  /// `layer`: a backbone layer, or DSpark's stage s as layer n_layers + s (`c` then the stage's
+  /// configuration: the draft's expert count, DSparkHead::stage_config), which the cache's file
+  /// maps after the backbone's (ExpertSliceMap) when the weights carry the draft head.
   StreamedExperts(const ModelConfig& c, const WeightSource&, int layer, Cache& cache) : cache_(&cache), layer_(layer) {
-    DS41_CHECK(cache.slices().layers() == c.n_layers && cache.slices().experts() == c.n_routed_experts,
-               "streamed experts: the cache's file has ", cache.slices().layers(), " layers of ",
-               cache.slices().experts(), " experts, the config ", c.n_layers, " of ", c.n_routed_experts);
+    const ExpertSliceMap& m = cache.slices();
+    const std::string what = layer < c.n_layers ? "layer " + std::to_string(layer)
+                                                : "DSpark stage " + std::to_string(layer - c.n_layers) + " (layer " +
+                                                      std::to_string(layer) + ")";
+    DS41_CHECK(m.layers() == c.n_layers || m.layers() == c.n_layers + c.n_mtp_layers, "streamed experts: the cache's file has ",
+               m.layers(), " layers of experts, the config ", c.n_layers,
+               c.n_mtp_layers ? " (or " + std::to_string(c.n_layers + c.n_mtp_layers) + " with its DSpark stages)" : "");
+    DS41_CHECK(layer >= 0 && layer < m.layers(), "streamed experts: ", what, " has no experts in the cache's file (",
+               m.layers(), " layers: the cache was made from weights without the draft head?)");
+    DS41_CHECK(m.experts(layer) == c.n_routed_experts, "streamed experts: ", what, " of the cache's file has ",
+               m.experts(layer), " experts, the config ", c.n_routed_experts);
     if (cache.budget_in_bytes()) check_budget(cache, c.n_activated_experts);
   }
   /// One layer's step routes to `active` experts: a cache that cannot hold them is an error.

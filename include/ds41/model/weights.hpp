@@ -4,14 +4,19 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
 #include "../backend/concept.hpp"
+#include "config.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41 {
+
+class ExpertSource;  // expert_source.hpp: where a model's routed experts lie in its files
+class RowSource;     // row_source.hpp: where an engram table's rows lie in its files
 
 /// One parameter on the host: a shape, a storage format and its payload. Vectors and small
 /// parameters are read through to_f32().
@@ -75,8 +80,8 @@ struct HostTensor {
 };
 
 /// Where a model's parameters come from, by their reference (state_dict) names: an in-memory
-/// WeightSet (goldens, tests) or a file-backed source (GGUF shards). Components ask for each
-/// tensor once, with the shape they expect.
+/// WeightSet (goldens, tests) or a file-backed source (io/: GGUF shards, a safetensors
+/// checkpoint). Components ask for each tensor once, with the shape they expect.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
@@ -84,6 +89,18 @@ class WeightSource {
   /// The tensor `name`, which must have exactly `shape`; throws ds41::Error naming the tensor
   /// when it is missing or shaped otherwise.
   virtual HostTensor load(const std::string& name, const std::vector<long>& shape) const = 0;
+  /// Where the routed experts lie in this source's files, for ExpertCache to stream them
+  /// (StreamedExperts); a file format implements it in io/ (GgufWeights, SafetensorsWeights), so
+  /// model/ never names a format. nullptr (the default): this source cannot stream its experts
+  /// (an in-memory WeightSet), and ExpertCache says so.
+  virtual std::shared_ptr<const ExpertSource> expert_source() const { return nullptr; }
+  /// Where the rows of the engram table `prefix`embed.weight ([rows, head_dim] e4m3 codes with
+  /// e8m0 scales) lie, for RowReaderTable to read them one by one; nullptr (the default): this
+  /// source cannot, and RowReaderTable says so.
+  virtual std::shared_ptr<const RowSource> row_source(const std::string& prefix, long rows, int head_dim) const {
+    (void)prefix, (void)rows, (void)head_dim;
+    return nullptr;
+  }
 
  protected:
   static void check_shape(const std::string& name, const std::vector<long>& have, const std::vector<long>& want) {
@@ -91,6 +108,14 @@ class WeightSource {
                ", expected ", shape_str({want.begin(), want.end()}));
   }
 };
+
+/// DSpark's stages a model of `c` on `w` builds: n_mtp_layers where the configuration has a draft
+/// head and the weights carry it (mtp.0.main_proj), else 0 (the backbone alone). Model decides by
+/// it, and so do the formats' expert sources (io/), which map the stages' routed experts as layers
+/// n_layers .. n_layers + S - 1 for a model that streams them.
+inline int dspark_stages(const ModelConfig& c, const WeightSource& w) {
+  return c.has_dspark() && w.has("mtp.0.main_proj.weight") ? c.n_mtp_layers : 0;
+}
 
 /// Every parameter held in memory.
 class WeightSet : public WeightSource {
