@@ -2,6 +2,7 @@
 //
 //   ds41-gguf info FIRST_SHARD                    dialect, the model's facts, a census of tensor types
 //                                                 with bytes, and what ds41 loads, widens or refuses;
+//                                                 the engram tables' types and how they are read;
 //                                                 for a DSpark draft file, its family and the draft
 //                                                 head's facts (docs/GGUF.md "DSpark draft files")
 //   ds41-gguf dequant FIRST_SHARD TENSOR --out F  a tensor's values as raw little-endian float32 (the
@@ -32,7 +33,8 @@ const char* const kHelp =
     "                                      vocab, engram layers), a census of tensor types (tensors,\n"
     "                                      elements, bytes) and what ds41 does with each type: kept as\n"
     "                                      stored, widened to f32 at load, or refused; tensors ds41 does\n"
-    "                                      not use; whether ds41 loads the model. For a DSpark draft file\n"
+    "                                      not use; the engram tables' types and how they are read;\n"
+    "                                      whether ds41 loads the model. For a DSpark draft file\n"
     "                                      (llama.cpp's dflash or ds4's support GGUF): its family, stages,\n"
     "                                      block size, target layers, noise token, Markov rank, experts and\n"
     "                                      the main model it needs (dim, vocab)\n"
@@ -92,6 +94,36 @@ std::vector<std::string> census(const gguf::GgufShards& s, Used&& used) {
     std::printf("%s\n", unused.size() > 8 ? " ..." : "");
   }
   return refused;
+}
+
+/// How ds41 reads an engram table of type t (nullptr: it does not).
+const char* engram_reading(gguf::TensorType t) {
+  using TT = gguf::TensorType;
+  if (gguf::engram_value_type(t)) return "rows of ggml's f32 values";
+  switch (t) {
+    case TT::kDs41Fp8Row: return "rows of e4m3 codes and e8m0 scales";
+    case TT::kI8: return "row264: rows of e4m3 codes and e8m0 scales";
+    case TT::kMXFP4: return "read as the fp8 rows of ggml's values";
+    default: return nullptr;
+  }
+}
+
+/// The engram tables by type and how ds41 reads them (resident or row by row); the tables of a
+/// type it does not read go into `problems`.
+void engram_tables(const gguf::GgufShards& s, gguf::Dialect dialect, std::vector<std::string>& problems) {
+  std::map<std::string, long> count;
+  for (const auto& [name, t] : s.tensors()) {
+    const std::optional<std::string> ref = gguf::from_gguf(name, dialect);
+    if (!ref || ref->size() < 12 || ref->compare(ref->size() - 12, 12, "engram.embed") != 0) continue;
+    const std::string tn = gguf::tensor_type_name(t.type);
+    if (engram_reading(t.type)) {
+      ++count[tn + " tables: loaded, " + engram_reading(t.type) + " (resident or row by row)"];
+    } else {
+      problems.push_back("tensor " + name + " (" + tn + "): an engram table type ds41 does not read (it reads " +
+                         gguf::kEngramRowTypes + ")");
+    }
+  }
+  for (const auto& [what, n] : count) std::printf("engram: %ld %s\n", n, what.c_str());
 }
 
 /// info for a DSpark draft file: the family, the head's facts and what main model it needs.
@@ -164,6 +196,7 @@ int info(const std::string& path) {
     return !dialect || gguf::from_gguf(name, *dialect).has_value();
   });
   for (const std::string& r : refused) problems.push_back("tensor " + r + ": a type ds41 does not read");
+  if (dialect) engram_tables(s, *dialect, problems);
   if (problems.empty()) {
     std::printf("ds41 loads this model: yes\n");
   } else {

@@ -2,13 +2,15 @@
 // engram hash parameters as deepseek41.* metadata) as GGUF shards OUT_PREFIX-0000k-of-0000n.gguf.
 //
 //   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
-//                   [--engram-i8] [--dialect llama.cpp|ds4|mxxm] [--omit-key KEY]
+//                   [--engram-i8 | --engram-type TYPE] [--dialect llama.cpp|ds4|mxxm] [--omit-key KEY]
 //                   [--tokenizer tokenizer.json]
 //                   [--draft DRAFT.gguf [--draft-family dflash|ds4]]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
 // V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
-// 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264.
+// 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264;
+// --engram-type as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4) of their values, as vcruz305's
+// rungs quantize them (a table whose rows are not whole blocks keeps its fp8 rows and is listed).
 // --dialect writes the metadata keys and tensor names of one of the published dialects
 // (docs/GGUF.md "Dialects"; default llama.cpp).
 // --draft also writes the model's DSpark draft head (a golden with dspark_* config and mtp.* weights)
@@ -40,6 +42,8 @@ static void print_usage(std::FILE* to) {
                "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
                "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
+               "  --engram-type TYPE   engram tables as blocks of TYPE of their values: q8_0, q2_K, q3_K, q4_K,\n"
+               "                       q5_K, q6_K, iq2_xxs or mxfp4 (rows not whole blocks keep their fp8 rows)\n"
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --omit-key KEY       leave the metadata key KEY out (repeatable), to write a file as another\n"
@@ -93,6 +97,14 @@ int gguf_write_main(int argc, char** argv) {
       (a == "--type" ? opt.experts : opt.dense) = t;
     } else if (a == "--engram-i8") {
       opt.engram_i8 = true;
+    } else if (a == "--engram-type") {
+      if (i + 1 >= argc) return usage(a + " needs a type");
+      ds41::gguf::TensorType t;
+      if (!ds41::gguf::tensor_type_from_name(argv[++i], &t) ||
+          !(ds41::gguf::engram_value_type(t) || t == ds41::gguf::TensorType::kMXFP4))
+        return usage(a + ": not a type ds41 writes engram tables in: " + argv[i] +
+                     " (q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4)");
+      opt.engram_type = t;
     } else if (a == "--omit-key") {
       if (i + 1 >= argc) return usage("--omit-key needs a key");
       const std::string k = argv[++i];
@@ -133,6 +145,7 @@ int gguf_write_main(int argc, char** argv) {
   }
   if (golden_path.empty() || prefix.empty()) return usage("GOLDEN.json and OUT_PREFIX are required");
   if (family && draft_path.empty()) return usage("--draft-family goes with --draft FILE");
+  if (opt.engram_i8 && opt.engram_type) return usage("--engram-i8 and --engram-type name two engram table types");
   try {
     const ds41::golden::Golden g = ds41::golden::load(golden_path);
 #if DS41_WITH_TEXT
@@ -150,7 +163,8 @@ int gguf_write_main(int argc, char** argv) {
     const ds41::gguf::WriteResult res = ds41::gguf::write_model(g.config, w, prefix, opt);
     const auto& paths = res.paths;
     for (const std::string& k : res.kept) std::printf("kept: %s\n", k.c_str());
-    if (opt.experts || opt.dense) std::printf("%ld tensors written in the requested types\n", res.converted);
+    if (opt.experts || opt.dense || opt.engram_type)
+      std::printf("%ld tensors written in the requested types\n", res.converted);
 #if DS41_WITH_TEXT
     if (tok) {
       ds41::text::add_tokenizer_to_gguf_file(paths.front(), *tok);

@@ -1,5 +1,6 @@
 # ds41-gguf end to end (CTest cli:ds41-gguf): `write` a golden's model (dense matrices as Q8_0), `info`
-# names the dialect, counts the types and says the model loads, `dequant` writes as many float32 as
+# names the dialect, counts the types, names the engram tables' type and says the model loads (also
+# with the engram tables written as Q8_0 blocks), `dequant` writes as many float32 as
 # the tensor's shape holds; written without ds41's own keys, info names the facts it derived; a
 # missing tensor and an unknown command exit 2. Works in DIR, removed after.
 #   cmake -DTOOL=ds41-gguf -DGOLDEN=... -DDIR=... -P gguf_tool.cmake
@@ -29,6 +30,7 @@ run(0 info "${first}")
 expect("${out}" "dialect: llama\\.cpp")
 expect("${out}" "Q8_0 +[0-9]+ +[0-9]+ +[0-9]+ +widened to f32")
 expect("${out}" "ds41 loads this model: yes")
+expect("${out}" "engram: 2 DS41_FP8_ROW tables: loaded, rows of e4m3 codes and e8m0 scales")
 run(0 dequant "${first}" blk.0.attn_q_a.weight --out "${DIR}/q.f32")
 expect("${out}" "\\(Q8_0\\): ([0-9]+) float32 values")
 string(REGEX MATCH "\\(Q8_0\\): ([0-9]+) float32" _ "${out}")
@@ -41,6 +43,14 @@ if(NOT bytes EQUAL want)
 endif()
 run(2 dequant "${first}" no.such.tensor --out "${DIR}/x.f32")
 expect("${err}" "no tensor named 'no.such.tensor'")
+# engram tables as Q8_0 blocks of their values (vcruz305's rungs quantize them so): loaded as values
+run(0 write "${GOLDEN}" "${DIR}/e" --shards 2 --engram-type q8_0)
+expect("${out}" "2 tensors written in the requested types")
+run(0 info "${DIR}/e-00001-of-00002.gguf")
+expect("${out}" "engram: 2 Q8_0 tables: loaded, rows of ggml's f32 values \\(resident or row by row\\)")
+expect("${out}" "ds41 loads this model: yes")
+run(2 write "${GOLDEN}" "${DIR}/x" --engram-type f16)
+expect("${err}" "not a type ds41 writes engram tables in: f16")
 # ds41's own keys left out, as vcruz305's files lack them: info names what it derived; the tiny
 # golden's candidate prefilter is its own, so leaving that out too is refused naming the key
 run(0 write "${GOLDEN}" "${DIR}/p" --shards 2 --omit-key deepseek41.attention.kv_source_layer_ids

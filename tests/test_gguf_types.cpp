@@ -4,7 +4,7 @@
 // the bits of the same model whose weights are the dequantized values of the file's blocks
 // (core/ggml_quants.hpp: the oracle of the issue). Plus the type table's names and sizes, the
 // writer's quantizers, and the errors for truncated tensors, unknown and unread types, and
-// non-finite block scales.
+// non-finite block scales. Engram tables in block types: test_gguf_engram.cpp (the same binary).
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstring>
@@ -16,10 +16,12 @@
 #include "ds41/testing/golden_run.hpp"
 #include "ds41/model/row_reader_table.hpp"
 #include "ds41/model/streamed_experts.hpp"
+#include "gguf_tiny_runs.hpp"
 #include "temp_dir.hpp"
 
 using namespace ds41;
 using namespace ds41::gguf;
+using namespace gguf_test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -28,61 +30,6 @@ struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("ds41-gguf-types") {}
 };
 using testing::error_of;
-
-const golden::Golden& tiny() {
-  static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");
-  return g;
-}
-
-/// The tiny golden's weights at the shapes a model asks for: each parameter from its rule (filler
-/// by name, the golden's scale, offset and storage), whatever the shape. Lets the tests widen the
-/// tiny config to rows the K-quants can hold (K % 256 == 0) and keep the golden's weights' rules.
-class RuleSource : public WeightSource {
- public:
-  explicit RuleSource(const golden::Golden& g) {
-    for (const golden::ParamRule& p : g.params) rules_[p.name] = p;
-  }
-  bool has(const std::string& name) const override { return rules_.count(name) != 0; }
-  HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
-    const golden::ParamRule& p = rules_.at(name);
-    if (p.storage == "derived") {  // the scales of an e4m3 table, made with its codes
-      const std::string base = name.substr(0, name.size() - std::string("scale").size());
-      load(base + "weight", {shape.at(0), shape.at(1) * 32});
-      HostTensor t = scales_.at(name);
-      check_shape(name, t.shape, shape);
-      return put(name, t);
-    }
-    long n = 1;
-    for (long d : shape) n *= d;
-    const uint64_t h = filler::fnv1a64(p.name);
-    std::vector<float> v(n);
-    for (long i = 0; i < n; ++i) v[i] = filler::fixed_value_h(h, static_cast<uint64_t>(i), p.scale, p.offset);
-    if (p.storage == "f32") return put(name, HostTensor::from_f32(shape, v));
-    if (p.storage == "bf16") {
-      for (float& x : v) x = bf16_round(x);
-      return put(name, HostTensor::from_bf16_values(shape, v));
-    }
-    REQUIRE(p.storage == "e4m3_pow2_block32");
-    const long rows = shape.at(0), cols = shape.at(1), nb = (cols + 31) / 32;
-    std::vector<float> sc(static_cast<size_t>(rows) * nb);
-    for (long r = 0; r < rows; ++r) filler::quantize_e4m3_pow2_row(&v[r * cols], static_cast<int>(cols), &sc[r * nb]);
-    const std::string scale = name.substr(0, name.size() - std::string("weight").size()) + "scale";
-    scales_[scale] = HostTensor::from_f32({rows, nb}, sc);
-    if (rules_.count(scale)) put(scale, scales_[scale]);
-    return put(name, HostTensor::from_f32(shape, v));
-  }
-  /// Every tensor handed out, by name.
-  const WeightSet& seen() const { return seen_; }
-
- private:
-  HostTensor put(const std::string& name, HostTensor t) const {
-    seen_.put(name, t);
-    return t;
-  }
-  std::map<std::string, golden::ParamRule> rules_;
-  mutable std::map<std::string, HostTensor> scales_;
-  mutable WeightSet seen_;
-};
 
 /// The tiny golden's config with dim and moe_inter_dim 256 (every expert matrix, and the dense
 /// weights whose rows are dim long, can be K-quants), and its weights by the golden's rules.
@@ -97,56 +44,10 @@ const Wide& wide_tiny() {
     out.config.dim = 256;
     out.config.moe_inter_dim = 256;
     out.config.validate();
-    RuleSource src(tiny());
-    { Model<HostBackend> m(out.config, src); }  // asks for every parameter at its shape
-    out.weights = src.seen();
+    out.weights = rule_weights(out.config);
     return out;
   }();
   return w;
-}
-
-/// The logits and every capture of each step of the tiny golden's token sequence.
-struct Run {
-  std::vector<std::vector<float>> logits;
-  std::vector<golden::CollectSink> caps;
-};
-template <class ModelT>
-Run run(ModelT& model) {
-  Run out;
-  const golden::Golden& g = tiny();
-  out.caps.resize(1 + g.decode_tokens.size());
-  StepResult r = model.prefill(g.prompt_tokens, &out.caps[0]);
-  out.logits.push_back(r.logits);
-  for (size_t i = 0; i < g.decode_tokens.size(); ++i) {
-    r = model.decode(g.decode_tokens[i], &out.caps[1 + i]);
-    out.logits.push_back(r.logits);
-  }
-  model.release();
-  return out;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
-}
-
-/// Bitwise equality of two runs; returns the number of captures compared.
-long compare(const Run& want, const Run& got, const std::string& label) {
-  REQUIRE(got.logits.size() == want.logits.size());
-  for (size_t s = 0; s < want.logits.size(); ++s) {
-    REQUIRE(!want.logits[s].empty());
-    CHECK_MESSAGE(same_bits(want.logits[s], got.logits[s]), label, ": logits of step ", s);
-  }
-  long compared = 0;
-  for (size_t s = 0; s < want.caps.size(); ++s) {
-    REQUIRE(got.caps[s].order == want.caps[s].order);
-    for (const std::string& name : want.caps[s].order) {
-      const auto& a = want.caps[s].items.at(name);
-      const auto& b = got.caps[s].items.at(name);
-      CHECK_MESSAGE((a.shape == b.shape && a.i32 == b.i32 && same_bits(a.f32, b.f32)), label, ": step ", s, " ", name);
-      ++compared;
-    }
-  }
-  return compared;
 }
 
 /// The values of a tensor's bytes as the oracle takes them: F16 and the block types through
@@ -395,11 +296,11 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("tensor 'k': Q4_K block 1") != std::string::npos);
     CHECK(e.find("non-finite") != std::string::npos);
   }
-  SUBCASE("an engram table of a type that is not rows of codes and scales") {
-    std::vector<uint8_t> b = encode_values(std::vector<float>(4 * 32, 1.0f), TensorType::kQ8_0);
+  SUBCASE("an engram table of a type that is neither rows of codes and scales nor a block type") {
+    std::vector<uint8_t> b = encode_values(std::vector<float>(4 * 32, 1.0f), TensorType::kF16);
     const std::string e =
-        error_of([&] { decode_tensor(TensorType::kQ8_0, {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
-    CHECK(e.find("tensor 'e': engram table has type Q8_0") != std::string::npos);
+        error_of([&] { decode_tensor(TensorType::kF16, {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
+    CHECK(e.find("tensor 'e': engram table has type F16, expected DS41_FP8_ROW") != std::string::npos);
   }
 }
 

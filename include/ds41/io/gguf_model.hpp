@@ -61,21 +61,69 @@ inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, u
   return v;
 }
 
+/// Engram tables in ggml's block types whose values are not e4m3 codes times a power of two:
+/// vcruz305's rungs quantize the tables with the rung (Q8_0 down to Q3_K; Q4_K at Q4_K_M), and the
+/// other K-quants and IQ2_XXS read alike. Such a table is read as rows of values, ggml's f32 of
+/// each row's K / block blocks (engram_value_rows), where the fp8 types are rows of codes and scales.
+inline bool engram_value_type(TensorType t) {
+  switch (t) {
+    case TensorType::kQ8_0: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
+    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: return true;
+    default: return false;
+  }
+}
 /// The tensor types an engram table may have: DS41_FP8_ROW (dims [K, rows]), I8 holding the same
-/// rows' bytes (dims [K + K/32, rows]: antirez's row264 for K = 256), or MXFP4 (dims [K, rows]:
-/// mxxm-t's 136 B rows for K = 256), read as the DS41_FP8_ROW rows of its values (mxfp4_engram_rows).
+/// rows' bytes (dims [K + K/32, rows]: antirez's row264 for K = 256), MXFP4 (dims [K, rows]:
+/// mxxm-t's 136 B rows for K = 256), read as the DS41_FP8_ROW rows of its values (mxfp4_engram_rows),
+/// or a value type (engram_value_type, dims [K, rows]).
 inline bool engram_row_type(TensorType t) {
-  return t == TensorType::kDs41Fp8Row || t == TensorType::kI8 || t == TensorType::kMXFP4;
+  return t == TensorType::kDs41Fp8Row || t == TensorType::kI8 || t == TensorType::kMXFP4 || engram_value_type(t);
+}
+/// Names the engram row types, for messages.
+inline constexpr const char* kEngramRowTypes =
+    "DS41_FP8_ROW, I8 (row264), MXFP4, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ2_XXS rows";
+/// Refuses engram rows of K values that are not whole blocks of the value type t, naming `what`.
+inline void check_engram_value_row(TensorType t, long K, const std::string& what) {
+  const long be = ggml_info(t)->block_elems;
+  DS41_CHECK(K > 0 && K % be == 0, what, ": engram rows of ", K, " values are not whole ", tensor_type_name(t),
+             " blocks of ", be);
 }
 /// The head dimension K of an engram table row of `row_elems` elements of type t (0 when it cannot be one).
 inline long engram_row_dim(TensorType t, long row_elems) {
+  if (engram_value_type(t)) return row_elems > 0 && row_elems % ggml_info(t)->block_elems == 0 ? row_elems : 0;
   if (t == TensorType::kDs41Fp8Row || (t == TensorType::kMXFP4 && row_elems % 32 == 0)) return row_elems;
   if (t == TensorType::kI8 && row_elems % 33 == 0) return row_elems / 33 * 32;
   return 0;
 }
 /// The file bytes of one engram row of K values in type t.
 inline uint64_t engram_row_bytes(TensorType t, long K) {
+  if (engram_value_type(t)) {
+    const GgmlTypeInfo* info = ggml_info(t);
+    return static_cast<uint64_t>(K / info->block_elems * info->block_bytes);
+  }
   return static_cast<uint64_t>(t == TensorType::kMXFP4 ? K / 32 * 17 : K + K / 32);
+}
+
+/// ggml's f32 values of `rows` engram rows of K in a value type (engram_value_type), row after row,
+/// each its blocks in order: exactly dequantize_row_<type> (core/ggml_quants.hpp). A row whose
+/// values are not all finite (an inf or NaN f16 scale) is refused naming it (first_row + r, the
+/// table's row) and its block; K not whole blocks is refused.
+inline std::vector<float> engram_value_rows(TensorType t, const uint8_t* p, long rows, long K, long first_row,
+                                            const std::string& what) {
+  DS41_CHECK(engram_value_type(t), what, ": ", tensor_type_name(t), " is not an engram value type");
+  check_engram_value_row(t, K, what);
+  const GgmlTypeInfo* info = ggml_info(t);
+  const long be = info->block_elems, bb = info->block_bytes, nb = K / be;
+  std::vector<float> v(static_cast<size_t>(rows * K));
+  for (long r = 0; r < rows; ++r)
+    for (long b = 0; b < nb; ++b) {
+      float* out = v.data() + r * K + b * be;
+      dequantize_ggml_block(static_cast<GgmlType>(t), p + (r * nb + b) * bb, out);
+      for (long j = 0; j < be; ++j)
+        DS41_CHECK(std::isfinite(out[j]), what, ": ", tensor_type_name(t), " engram row ", first_row + r, " block ", b,
+                   " (element ", b * be + j, ") has the non-finite value ", out[j], " (a NaN or infinite scale)");
+    }
+  return v;
 }
 
 /// MXFP4 engram rows → DS41_FP8_ROW rows with exactly ggml's values. An MXFP4 block is e2m1 codes
@@ -104,7 +152,8 @@ inline std::vector<uint8_t> mxfp4_engram_rows(const uint8_t* p, long rows, long 
 }
 
 /// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats. For the
-/// engram parts, shape is the table's [rows, K] whatever the row type (see engram_row_type).
+/// engram parts, shape is the table's [rows, K] whatever the row type (see engram_row_type); a
+/// value type's table is its codes part alone, as kF32 values (EngramT: a table without scales).
 inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape, const uint8_t* p, uint64_t n,
                                 Part part, const std::string& what) {
   HostTensor t;
@@ -117,8 +166,17 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
     return HostTensor::from_f32(shape, v);
   };
   if (part == Part::kEngramCodes || part == Part::kEngramScales) {
-    DS41_CHECK(engram_row_type(type) && shape.size() == 2 && cols % 32 == 0, what, ": engram table has type ",
-               tensor_type_name(type), ", expected DS41_FP8_ROW, I8 (row264) or MXFP4 rows");
+    DS41_CHECK(engram_row_type(type) && shape.size() == 2, what, ": engram table has type ", tensor_type_name(type),
+               ", expected ", kEngramRowTypes);
+    if (engram_value_type(type)) {  // ggml's values, row by row (engram_value_rows); no scales
+      DS41_CHECK(part == Part::kEngramCodes, what, ": a ", tensor_type_name(type),
+                 " engram table holds values, not e4m3 codes and scales");
+      check_engram_value_row(type, cols, what);
+      DS41_CHECK(n == rows * engram_row_bytes(type, cols), what, ": ", n, " bytes do not hold ", rows, " ",
+                 tensor_type_name(type), " engram rows of ", cols);
+      return HostTensor::from_f32(shape, engram_value_rows(type, p, rows, cols, 0, what));
+    }
+    DS41_CHECK(cols % 32 == 0, what, ": engram rows of ", cols, " values are not whole blocks of 32 (e8m0 scales)");
     if (type == TensorType::kMXFP4) {
       DS41_CHECK(n == rows * engram_row_bytes(type, cols), what, ": ", n, " bytes do not hold ", rows,
                  " MXFP4 engram rows of ", cols);

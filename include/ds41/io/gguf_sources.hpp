@@ -97,20 +97,22 @@ class GgufExpertSource : public ExpertSource {
   std::vector<std::string> where_[3];  // "gguf FILE: tensor 'NAME'", for messages
 };
 
-/// An engram table's rows in a GGUF shard: one DS41_FP8_ROW (or I8 row264) row is its codes
-/// then its e8m0 scales, read with one pread.
+/// An engram table's rows in a GGUF shard, one pread a row: a DS41_FP8_ROW (or I8 row264) row is
+/// its codes then its e8m0 scales; an MXFP4 row is read as the fp8 row of its values; a Q8_0,
+/// K-quant or IQ2_XXS row (gguf::engram_value_type) is ggml's values of its blocks (read_values).
 class GgufRowSource : public RowSource {
  public:
   GgufRowSource(const GgufWeights& gw, const std::string& p, long rows, int head_dim) : hd_(head_dim) {
     auto [ref, t] = gw.locate(p + "embed.weight");
     where_ = "gguf " + gw.shards().shard(t->shard).path() + ": tensor '" + t->name + "'";
     DS41_CHECK(gguf::engram_row_type(t->type), where_, " has type ", gguf::tensor_type_name(t->type),
-               ", a row-read engram table needs DS41_FP8_ROW, I8 (row264: e4m3 codes, then e8m0 scales) or MXFP4 rows");
+               ", a row-read engram table needs ", gguf::kEngramRowTypes);
     const std::vector<long> shape = t->shape();
     const long row_elems = t->type == gguf::TensorType::kI8 ? head_dim + head_dim / 32 : head_dim;
     DS41_CHECK(shape == (std::vector<long>{rows, row_elems}), "gguf ", gw.shards().path(), ": tensor '", t->name,
                "' (", gguf::tensor_type_name(t->type), ") has shape ", shape_str({shape.begin(), shape.end()}),
                ", expected [", rows, ", ", row_elems, "]");
+    if (gguf::engram_value_type(t->type)) gguf::check_engram_value_row(t->type, head_dim, where_);
     shards_ = gw.shared_shards();
     shard_ = t->shard;
     offset_ = t->offset;
@@ -118,8 +120,9 @@ class GgufRowSource : public RowSource {
     row_bytes_ = gguf::engram_row_bytes(t->type, head_dim);
   }
   uint64_t read_row(long r, uint8_t* codes, uint8_t* scales) const override {
-    std::vector<uint8_t> raw(row_bytes_);
-    shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
+    DS41_CHECK(!gguf::engram_value_type(type_), where_, ": ", gguf::tensor_type_name(type_),
+               " engram rows hold values, not e4m3 codes and scales (read_values reads them)");
+    const std::vector<uint8_t> raw = raw_row(r);
     if (type_ == gguf::TensorType::kMXFP4) {  // mxxm-t's rows: as the fp8 row of ggml's values
       const std::vector<uint8_t> fp8 = gguf::mxfp4_engram_rows(raw.data(), 1, hd_, where_ + " row " + std::to_string(r));
       std::memcpy(codes, fp8.data(), hd_);
@@ -130,9 +133,23 @@ class GgufRowSource : public RowSource {
     std::memcpy(scales, raw.data() + hd_, row_bytes_ - hd_);
     return row_bytes_;
   }
+  uint64_t read_values(long r, int hd, float* v) const override {
+    if (!gguf::engram_value_type(type_)) return RowSource::read_values(r, hd, v);
+    DS41_CHECK(hd == hd_, where_, ": rows of ", hd_, " values, asked for ", hd);
+    const std::vector<uint8_t> raw = raw_row(r);
+    const std::vector<float> vals = gguf::engram_value_rows(type_, raw.data(), 1, hd_, r, where_);
+    std::memcpy(v, vals.data(), static_cast<size_t>(hd_) * 4);
+    return row_bytes_;
+  }
   std::string where() const override { return where_; }
 
  private:
+  std::vector<uint8_t> raw_row(long r) const {
+    std::vector<uint8_t> raw(row_bytes_);
+    shards_->read(shard_, raw.data(), row_bytes_, offset_ + static_cast<uint64_t>(r) * row_bytes_, "engram row");
+    return raw;
+  }
+
   std::shared_ptr<const gguf::GgufShards> shards_;
   int hd_ = 0, shard_ = 0;
   gguf::TensorType type_ = gguf::TensorType::kDs41Fp8Row;

@@ -56,7 +56,11 @@ class GgufWeights : public WeightSource {
   bool has(const std::string& name) const override {
     if (draft_ && name.rfind("mtp.", 0) == 0) return draft_->has(name);
     auto ref = gguf::to_gguf(name, dialect_);
-    return ref && gguf::holds(*ref, shards_->find(ref->gguf));
+    if (!ref) return false;
+    const gguf::TensorInfo* t = shards_->find(ref->gguf);
+    // a table of values (Q8_0, K-quant rows) has no scales: EngramT reads it as values
+    if (ref->part == gguf::Part::kEngramScales && t && gguf::engram_value_type(t->type)) return false;
+    return gguf::holds(*ref, t);
   }
 
   HostTensor load(const std::string& name, const std::vector<long>& shape) const override {
@@ -68,9 +72,11 @@ class GgufWeights : public WeightSource {
     const uint64_t offset = slice.offset, bytes = slice.bytes;
     if (ref.part == gguf::Part::kEngramCodes || ref.part == gguf::Part::kEngramScales) {
       DS41_CHECK(gguf::engram_row_type(t->type), what, ": engram table has type ", gguf::tensor_type_name(t->type),
-                 ", expected DS41_FP8_ROW, I8 (row264) or MXFP4 rows");
-      DS41_CHECK(have.size() == 2 && gguf::engram_row_dim(t->type, have[1]) > 0, what, " of shape ",
-                 shape_str({have.begin(), have.end()}), " is not a table of engram rows");
+                 ", expected ", gguf::kEngramRowTypes);
+      DS41_CHECK(have.size() == 2, what, " of shape ", shape_str({have.begin(), have.end()}), " is not a table");
+      if (gguf::engram_value_type(t->type)) gguf::check_engram_value_row(t->type, have[1], what);
+      DS41_CHECK(gguf::engram_row_dim(t->type, have[1]) > 0, what, " of shape ", shape_str({have.begin(), have.end()}),
+                 " is not a table of engram rows");
       have[1] = gguf::engram_row_dim(t->type, have[1]);  // the row's K (I8 rows hold K + K/32 bytes)
       if (ref.part == gguf::Part::kEngramScales) have[1] /= 32;
     }
@@ -118,6 +124,11 @@ struct WriteOptions {
   std::optional<TensorType> experts;  // routed experts (ffn_{gate,up,down}_exps)
   std::optional<TensorType> dense;    // the weights dense_quantized_weight names
   bool engram_i8 = false;             // engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW
+  /// Engram tables as blocks of this type (Q8_0, a K-quant, IQ2_XXS: rows of ggml's values; MXFP4)
+  /// quantized from their values (code · scale, or a values table's own), as vcruz305's rungs write
+  /// them; before engram_i8. A table whose rows are not whole blocks keeps its fp8 rows (listed in
+  /// `kept`); a values table (no scales) cannot, and is refused. Without it a values table is refused.
+  std::optional<TensorType> engram_type;
   /// Metadata keys and tensor names (docs/GGUF.md "Dialects"). ds4 always writes its engram
   /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 reads (as fp8 rows) but
   /// does not write: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
@@ -151,6 +162,41 @@ inline std::pair<TensorType, std::vector<uint8_t>> encode_for_write(const HostTe
     return own;
   }
   return std::pair<TensorType, std::vector<uint8_t>>{*want, encode_values(t.to_f32(), *want)};
+}
+
+/// An engram table (fp8 codes with their scales `sc`, or values without) written as blocks of
+/// `type` (engram_value_type or MXFP4) of its values; false when its rows are not whole blocks and
+/// it keeps its fp8 rows (noted in `kept`; a values table has none to keep: refused).
+inline bool write_engram_blocks(GgufWriter& out, const std::string& name, const HostTensor& codes,
+                                const std::optional<HostTensor>& sc, TensorType type, const std::string& what,
+                                std::vector<std::string>& kept) {
+  DS41_CHECK(engram_value_type(type) || type == TensorType::kMXFP4, what, ": cannot write engram tables as ",
+             tensor_type_name(type), " (Q8_0, Q2_K..Q6_K, IQ2_XXS or MXFP4)");
+  DS41_CHECK(codes.shape.size() == 2, what, ": not a matrix");
+  const long rows = codes.shape[0], K = codes.shape[1], be = ggml_info(type)->block_elems;
+  if (K % be != 0) {
+    DS41_CHECK(sc.has_value(), what, ": engram rows of ", K, " values are not whole ", tensor_type_name(type),
+               " blocks of ", be);
+    kept.push_back(name + ": rows of " + std::to_string(K) + " are not whole " + tensor_type_name(type) + " blocks of " +
+                   std::to_string(be) + ", kept fp8 rows");
+    return false;
+  }
+  std::vector<float> v;
+  if (!sc) {
+    v = codes.to_f32();
+  } else {  // code · scale, exact: an e4m3 value times a power of two
+    DS41_CHECK(codes.format == WeightFormat::kF32 || codes.format == WeightFormat::kFp8Block32, what,
+               ": engram table has format ", format_name(codes.format));
+    const std::vector<float> s = sc->to_f32();
+    DS41_CHECK(K % 32 == 0 && static_cast<long>(s.size()) == rows * (K / 32), what, ": engram scales do not match the table");
+    v = codes.format == WeightFormat::kF32 ? codes.to_f32() : std::vector<float>(static_cast<size_t>(rows * K));
+    for (long i = 0; i < rows * K; ++i) {
+      const float c = codes.format == WeightFormat::kF32 ? v[i] : e4m3_decode(codes.payload[i]);
+      v[i] = c * s[i / 32];
+    }
+  }
+  out.add_tensor(name, {rows, K}, type, encode_values(v, type));
+  return true;
 }
 
 /// Write a model's parameters (every tensor the config implies, taken from `w` by reference name)
@@ -209,12 +255,21 @@ inline WriteResult write_model(const ModelConfig& c, const WeightSource& w, cons
       out.add_tensor(blk(l, expert_tensor(k)), shape, type, std::move(merged));
     }
     if (c.engram_slot(l) >= 0) {
+      const std::string what = "gguf writer: engram table of layer " + std::to_string(l);
       const HostTensor codes = w.load(p + "engram.embed.weight", shape_of(p + "engram.embed.weight"));
-      const HostTensor sc = w.load(p + "engram.embed.scale", shape_of(p + "engram.embed.scale"));
+      std::optional<HostTensor> sc;  // none: a table of values (EngramT reads it so)
+      if (w.has(p + "engram.embed.scale")) sc = w.load(p + "engram.embed.scale", shape_of(p + "engram.embed.scale"));
+      if (opt.engram_type && write_engram_blocks(out, engram_table(opt.dialect, l), codes, sc, *opt.engram_type,
+                                                 what, res.kept)) {
+        ++res.converted;
+        continue;
+      }
+      DS41_CHECK(sc.has_value(), what, ": a table of values (no embed.scale) is written as blocks of a type: give "
+                 "WriteOptions::engram_type (--engram-type)");
       std::vector<long> shape = codes.shape;
       if (engram_i8) shape[1] += shape[1] / 32;  // the same bytes as I8 elements
       out.add_tensor(engram_table(opt.dialect, l), shape, engram_i8 ? TensorType::kI8 : TensorType::kDs41Fp8Row,
-                     encode_engram_rows(codes, sc, "gguf writer: engram table of layer " + std::to_string(l)));
+                     encode_engram_rows(codes, *sc, what));
     }
   }
   for (const LayerName& n : kTopNames)

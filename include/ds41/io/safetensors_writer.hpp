@@ -200,6 +200,13 @@ inline EncodedModel encode_model(const WeightSet& w) {
   for (const auto& [name, t] : w.all()) {
     m.fp8 |= t.format == WeightFormat::kFp8Block32 && name.find("engram.embed") == std::string::npos;
     m.fp4 |= t.format == WeightFormat::kFp4Block32;
+    // an engram table without its scale is a table of values (a GGUF Q8_0 or K-quant table, which
+    // EngramT reads so): no e4m3 codes to write
+    const size_t e = name.size() >= 19 ? name.size() - 19 : std::string::npos;
+    DS41_CHECK(e == std::string::npos || name.compare(e, 19, "engram.embed.weight") != 0 ||
+                   w.has(name.substr(0, name.size() - 6) + "scale"),
+               "safetensors writer: tensor '", name, "' is an engram table of values (no engram.embed.scale): a "
+               "checkpoint holds engram tables as e4m3 codes and e8m0 scales");
     if (name.rfind("mtp.", 0) == 0)
       m.n_mtp_layers = std::max(m.n_mtp_layers, 1 + static_cast<int>(std::strtol(name.c_str() + 4, nullptr, 10)));
     for (EncodedTensor& e : encode_tensor(name, t)) {

@@ -3,7 +3,8 @@
 //
 // EngramHasher turns token ids into table rows (token map → compressed ids → rolling XOR of
 // id·multiplier products → mod prime + offset per (n-gram, head)), keeping the history across
-// prefill and decode. EngramT fetches the fp8 rows (dequantised exactly to bf16), projects them
+// prefill and decode. EngramT fetches the table's rows (fp8 rows dequantised exactly, or the values
+// of a GGUF Q8_0/K-quant table, rounded to bf16 as the reference's lookup does), projects them
 // with wkv into one key per hc copy plus a shared value, and adds gate·value to each copy with the
 // signed-sqrt sigmoid gate of the normalised stream·key product.
 #pragma once
@@ -79,13 +80,27 @@ class EngramHasher {
   std::vector<int64_t> history_;
 };
 
-/// Table policy: the whole fp8 table resident in backend memory (codes + per-32 pow2 scales).
+/// Table policy: the whole table resident in backend memory. A table of fp8 rows (embed.weight's
+/// e4m3 codes, or their values in f32, with embed.scale's per-32 pow2 scales) stays codes + scales;
+/// a table given without embed.scale is its values (f32 or bf16: a GGUF table in Q8_0 or a K-quant,
+/// ggml's values) and is held as bf16(value), the row the lookup gives.
 template <class B>
 class ResidentTable {
  public:
   ResidentTable() = default;
   ResidentTable(const WeightSource& w, const std::string& p, long rows, int head_dim) : rows_(rows), hd_(head_dim) {
     const HostTensor t = w.load(p + "embed.weight", {rows, head_dim});
+    if (!w.has(p + "embed.scale")) {
+      DS41_CHECK(t.format == WeightFormat::kF32 || t.format == WeightFormat::kBF16, "engram table '", p,
+                 "embed.weight' has format ", format_name(t.format), " and no '", p,
+                 "embed.scale': a table without scales is its values, in f32 or bf16");
+      // the reference rounds each looked-up row to bf16 (ParallelEngramEmbedding), so holding
+      // bf16(value) gives the same rows at half the memory of f32
+      std::vector<float> v = t.to_f32();
+      for (float& x : v) x = bf16_round(x);
+      values_ = Matrix<B>(HostTensor::from_bf16_values({rows, head_dim}, v), MatrixUse::kTable);
+      return;
+    }
     const HostTensor s = w.load(p + "embed.scale", {rows, head_dim / 32});
     DS41_CHECK(t.format == WeightFormat::kFp8Block32 || t.format == WeightFormat::kF32,
                "engram table '", p, "embed.weight' has format ", format_name(t.format), ", expected fp8 codes");
@@ -101,8 +116,10 @@ class ResidentTable {
     scales_ = upload_f32<B>(s.to_f32());
   }
   long rows() const { return rows_; }
-  /// Gather rows: out[i, :] = bf16(code · scale) for ids[i] (ids on the backend).
+  /// Gather rows: out[i, :] = bf16(value) for ids[i] (ids on the backend); value = code · scale
+  /// for fp8 rows.
   void gather(const int32_t* ids, long n, float* out) const {
+    if (values_.rows() > 0) return table_rows<B>(values_.view(), ids, n, hd_, out);
     const uint8_t* c = codes_.data();
     const float* s = scales_.data();
     const int hd = hd_;
@@ -114,6 +131,7 @@ class ResidentTable {
   int hd_ = 0;
   typename B::template Buffer<uint8_t> codes_;
   typename B::template Buffer<float> scales_;
+  Matrix<B> values_;  // a table of values: bf16(value) rows (rows() 0 for fp8 rows)
 };
 
 template <class B, class Table = ResidentTable<B>>

@@ -1,10 +1,11 @@
 // ds41/model/row_reader_table.hpp — RowReaderTable, the engram Table policy for tables too large
 // to hold: each row is read with pread when a token's hash names it, through a small LRU row
 // cache. The table is never loaded whole. Rows come from the weights' RowSource
-// (WeightSource::row_source, row_source.hpp), which io/ implements: a GGUF shard (a DS41_FP8_ROW
-// row, or an I8 row264 row, is self-contained: codes then e8m0 scales; an MXFP4 row is read as the
-// fp8 row of its values, gguf::mxfp4_engram_rows) or a safetensors checkpoint
-// (the row of engram.embed.weight and the row of engram.embed.scale).
+// (WeightSource::row_source, row_source.hpp) as f32 values (RowSource::read_values), which io/
+// implements: a GGUF shard (a DS41_FP8_ROW row, or an I8 row264 row, is self-contained: codes then
+// e8m0 scales; an MXFP4 row is read as the fp8 row of its values, gguf::mxfp4_engram_rows; a Q8_0,
+// K-quant or IQ2_XXS row as ggml's values of its blocks, gguf::engram_value_rows) or a safetensors
+// checkpoint (the row of engram.embed.weight and the row of engram.embed.scale).
 //
 //   ds41::Model<B, Experts, ds41::RowReaderTable<B>> model(w.config(), w /* Gguf- or SafetensorsWeights */, ...);
 #pragma once
@@ -43,7 +44,8 @@ class RowReaderTable {
   long rows() const { return rows_; }
   const RowCacheCounters& counters() const { return *counters_; }
 
-  /// out[i, :] = bf16(code · scale) for ids[i] (ids and out on the backend), as ResidentTable.
+  /// out[i, :] = bf16(value) for ids[i] (ids and out on the backend; value = code · scale for fp8
+  /// rows), as ResidentTable.
   void gather(const int32_t* ids, long n, float* out) const {
     std::vector<int32_t> h_ids(n);
     B::download(h_ids.data(), ids, n);
@@ -56,7 +58,7 @@ class RowReaderTable {
   }
 
  private:
-  /// Row r dequantised to bf16 values, from the cache or the file.
+  /// Row r's values rounded to bf16, from the cache or the file.
   const std::vector<float>& fetch(long r) const {
     DS41_CHECK(r >= 0 && r < rows_, "engram: row ", r, " outside the table [0, ", rows_, ")");
     if (auto it = where_.find(r); it != where_.end()) {
@@ -65,15 +67,9 @@ class RowReaderTable {
       return it->second->second;
     }
     ++counters_->misses;
-    std::vector<uint8_t> raw(static_cast<size_t>(hd_) + hd_ / 32);
-    counters_->bytes_read += src_->read_row(r, raw.data(), raw.data() + hd_);
     std::vector<float> v(hd_);
-    const float* decode = e4m3_decode_table();  // e4m3_decode's bits, one lookup a code
-    for (int d0 = 0; d0 < hd_; d0 += 32) {
-      const float s = e8m0_to_f32(raw[hd_ + d0 / 32]);
-      const int d1 = hd_ - d0 < 32 ? hd_ : d0 + 32;
-      for (int d = d0; d < d1; ++d) v[d] = bf16_round(decode[raw[d]] * s);
-    }
+    counters_->bytes_read += src_->read_values(r, hd_, v.data());
+    for (float& x : v) x = bf16_round(x);  // the reference's lookup gives bf16 rows
     if (static_cast<long>(order_.size()) >= cache_rows_ && !order_.empty()) {
       where_.erase(order_.front().first);
       order_.pop_front();

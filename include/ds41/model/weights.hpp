@@ -95,7 +95,7 @@ class WeightSource {
   /// (an in-memory WeightSet), and ExpertCache says so.
   virtual std::shared_ptr<const ExpertSource> expert_source() const { return nullptr; }
   /// Where the rows of the engram table `prefix`embed.weight ([rows, head_dim] e4m3 codes with
-  /// e8m0 scales) lie, for RowReaderTable to read them one by one; nullptr (the default): this
+  /// e8m0 scales, or a GGUF table's block-type values) lie, for RowReaderTable to read them one by one; nullptr (the default): this
   /// source cannot, and RowReaderTable says so.
   virtual std::shared_ptr<const RowSource> row_source(const std::string& prefix, long rows, int head_dim) const {
     (void)prefix, (void)rows, (void)head_dim;
