@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "ds41/backend/host/gemv_ggml.hpp"
 #include "ds41/core/ggml_quants.hpp"
 #include "ds41/io/gguf_types.hpp"
 
@@ -256,4 +257,22 @@ TEST_CASE("ggml_quants: dispatch refuses the types it does not dequantize") {
     CHECK_FALSE(dequantize_ggml_block(t, block, out));
   }
   CHECK(out[0] == 7.0f);
+}
+
+TEST_CASE("ggml_quants: the host Linear's block decoders give every vector block's values") {
+  // host/gemv_ggml.hpp decodes kept blocks with its own (vector) code for some types; it must give
+  // the definition's bits, so the same vectors hold it
+  size_t checked = 0;
+  for (const VectorType& vt : kVectorTypes) {
+    if (!ggml_linear_type(vt.type)) continue;  // MXFP4 and I8 are not read as kept blocks
+    const std::string name = vt.file;
+    CAPTURE(name);
+    const VectorFile f = load_vectors(vt.file);
+    const Comparison c = compare(vt.file, f, [&](const uint8_t* block, float* out) {
+      host_ggml::decode_segment(vt.type, block, f.block_elems, out);
+    });
+    CHECK_MESSAGE(c.mismatches == 0, c.mismatches, " mismatches; first: ", c.first);
+    checked += c.blocks;
+  }
+  CHECK(checked >= 7 * 48);
 }

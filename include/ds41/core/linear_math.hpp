@@ -11,6 +11,7 @@
 // acc = acc + (partial·s_x)·s_w. See docs/NUMERICS.md, "Linear layers with fp8 or fp4 weights".
 #pragma once
 #include <cstdint>
+#include "ggml_quants.hpp"
 #include "numeric.hpp"
 #include "quant.hpp"
 
@@ -22,7 +23,11 @@ enum class WeightFormat : int {
   kBF16 = 1,        // bfloat16 bit patterns
   kFp8Block32 = 2,  // e4m3 codes, one float scale per 32x32 block (row-block major)
   kFp4Block32 = 3,  // e2m1 codes two per byte (low nibble first), one float scale per 32 along K
+  kGgmlBlocks = 4,  // a GGUF file's blocks of one ggml type as stored (MatrixView::ggml_type), rows
+                    // row-major; each element's value is core/ggml_quants.hpp's (issue 39)
 };
+/// Where kGgmlBlocks is (an engine's code may test for it).
+#define DS41_HAVE_GGML_BLOCKS 1
 
 inline const char* format_name(WeightFormat f) {
   switch (f) {
@@ -30,8 +35,68 @@ inline const char* format_name(WeightFormat f) {
     case WeightFormat::kBF16: return "bf16";
     case WeightFormat::kFp8Block32: return "fp8-block32";
     case WeightFormat::kFp4Block32: return "fp4-block32";
+    case WeightFormat::kGgmlBlocks: return "ggml-blocks";
   }
   return "?";
+}
+
+// ---------------------------------------------------------------- GGUF blocks kept as stored
+/// The ggml types a Linear reads as stored (WeightFormat::kGgmlBlocks): the block types whose value
+/// is ggml's dequantization (core/ggml_quants.hpp) and F16. Their Linear is the f32 Linear over
+/// those values (dot_f32's products and sums, in K order), so a kept weight gives the bits of the
+/// same weight widened to f32. MXFP4 is not among them: it is ds41's fp4 Linear (kFp4Block32), the
+/// reference's fp4 arithmetic; I8 and the rest are widened at load.
+DS41_HD constexpr bool ggml_linear_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kIQ2_XXS: return true;
+    default: return false;
+  }
+}
+/// Elements of one block of a ggml_linear_type (F16: 1).
+DS41_HD constexpr int ggml_block_elems(GgmlType t) {
+  return t == GgmlType::kF16 ? 1 : t == GgmlType::kQ8_0 ? 32 : 256;
+}
+/// Bytes of one block of a ggml_linear_type.
+DS41_HD constexpr int ggml_block_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: return 2;
+    case GgmlType::kQ8_0: return GgmlQ8_0::kBlockBytes;
+    case GgmlType::kQ2_K: return GgmlQ2_K::kBlockBytes;
+    case GgmlType::kQ3_K: return GgmlQ3_K::kBlockBytes;
+    case GgmlType::kQ4_K: return GgmlQ4_K::kBlockBytes;
+    case GgmlType::kQ5_K: return GgmlQ5_K::kBlockBytes;
+    case GgmlType::kQ6_K: return GgmlQ6_K::kBlockBytes;
+    case GgmlType::kIQ2_XXS: return GgmlIQ2_XXS::kBlockBytes;
+    default: return 0;
+  }
+}
+/// Bytes of one row of `cols` elements (cols a whole number of blocks).
+DS41_HD constexpr long ggml_row_bytes(GgmlType t, int cols) {
+  return static_cast<long>(cols / ggml_block_elems(t)) * ggml_block_bytes(t);
+}
+/// The values of `n` whole blocks of a ggml_linear_type starting at `blocks` (F16: n elements).
+DS41_HD void dequantize_ggml_linear_blocks(GgmlType t, const uint8_t* blocks, int n, float* out) {
+  if (t == GgmlType::kF16) {
+    for (int i = 0; i < n; ++i) out[i] = f16_to_f32(static_cast<uint16_t>(blocks[2 * i] | blocks[2 * i + 1] << 8));
+    return;
+  }
+  const int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
+  for (int b = 0; b < n; ++b) dequantize_ggml_block(t, blocks + static_cast<long>(b) * bb, out + static_cast<long>(b) * be);
+}
+/// Row n of a kGgmlBlocks matrix: dot_f32 over the values, block by block (the same products and
+/// sums in the same order as dot_f32 on the widened row).
+DS41_HD float dot_ggml_blocks(const float* x, const uint8_t* row, int K, GgmlType t) {
+  float v[256];
+  const int be = ggml_block_elems(t) == 1 ? 256 : ggml_block_elems(t);  // F16: 256 elements at a time
+  const long bytes = ggml_block_bytes(t) * (be / ggml_block_elems(t));
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += be) {
+    const int n = K - k0 < be ? K - k0 : be;  // only F16 can end in a partial group
+    dequantize_ggml_linear_blocks(t, row + (k0 / be) * bytes, ggml_block_elems(t) == 1 ? n : 1, v);
+    for (int j = 0; j < n; ++j) acc += x[k0 + j] * v[j];
+  }
+  return acc;
 }
 
 /// Output rounding of a Linear: the reference's bf16 Linear rounds each output once to bf16; its
@@ -143,6 +208,7 @@ DS41_HD long row_major_row_bytes(WeightFormat f, int cols) {
     case WeightFormat::kBF16: return 2L * cols;
     case WeightFormat::kFp8Block32: return cols;
     case WeightFormat::kFp4Block32: return cols / 2;
+    case WeightFormat::kGgmlBlocks: return 0;  // depends on the type: MatrixView::row_bytes()
   }
   return 0;
 }
@@ -167,6 +233,12 @@ struct MatrixView {
   float host_bf16_abs_min = 0, host_bf16_abs_max = 0;  // host panels, bf16: the smallest nonzero and
                                                        // the largest |w|, all finite (0: not known);
                                                        // host/gemm_panels512.hpp's fused products
+  GgmlType ggml_type = GgmlType::kF32;  // kGgmlBlocks: the blocks' type (a ggml_linear_type)
+
+  /// Bytes of one row-major row.
+  DS41_HD long row_bytes() const {
+    return format == WeightFormat::kGgmlBlocks ? ggml_row_bytes(ggml_type, cols) : row_major_row_bytes(format, cols);
+  }
 
   /// Output n of the Linear for the input row x: the reference's arithmetic (for fp8/fp4 with the
   /// input's act_quant). `x_scale`: null when x is the raw row; act_quant_row's scales when x holds
@@ -183,6 +255,8 @@ struct MatrixView {
       case WeightFormat::kFp4Block32:
         return dot_fp4_block32(LinearInput{x, x_scale}, static_cast<const uint8_t*>(data) + static_cast<long>(n) * (cols / 2),
                                scale_row(n), cols);
+      case WeightFormat::kGgmlBlocks:
+        return dot_ggml_blocks(x, static_cast<const uint8_t*>(data) + static_cast<long>(n) * row_bytes(), cols, ggml_type);
     }
     return 0.0f;
   }
@@ -210,6 +284,14 @@ struct MatrixView {
         uint8_t byte = static_cast<const uint8_t*>(data)[static_cast<long>(n) * (cols / 2) + k / 2];
         return e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF)) * scales[static_cast<long>(n) * ((cols + 31) / 32) + k / 32];
       }
+      case WeightFormat::kGgmlBlocks: {  // the whole block's values, one of them kept
+        float v[256];
+        const int be = ggml_block_elems(ggml_type);
+        dequantize_ggml_linear_blocks(ggml_type, static_cast<const uint8_t*>(data) + static_cast<long>(n) * row_bytes() +
+                                                     static_cast<long>(k / be) * ggml_block_bytes(ggml_type),
+                                      1, v);
+        return v[k % be];
+      }
     }
     return 0.0f;
   }
@@ -234,6 +316,7 @@ struct MatrixView {
         v.data = static_cast<const uint8_t*>(data) + static_cast<long>(r0) * (cols / 2);
         v.scales = scales + static_cast<long>(r0) * kblocks;
         break;
+      case WeightFormat::kGgmlBlocks: v.data = static_cast<const uint8_t*>(data) + static_cast<long>(r0) * row_bytes(); break;
     }
     return v;
   }

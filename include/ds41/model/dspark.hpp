@@ -102,7 +102,7 @@ class DSparkHead {
     main_proj_ = load_matrix<B>(w, "mtp.0.main_proj.weight", dim_, static_cast<long>(nt_) * dim_);
     main_norm_ = upload_vector<B>(w, "mtp.0.main_norm.weight", dim_);
     norm_ = upload_vector<B>(w, last + "norm.weight", dim_);
-    const HostTensor me = w.load(last + "markov_head.embed.weight", {V_, R_});
+    const HostTensor me = w.load(last + "markov_head.embed.weight", {V_, R_}).widened();
     DS41_CHECK(me.format == WeightFormat::kBF16 || me.format == WeightFormat::kF32, "weights: '", last,
                "markov_head.embed.weight' has format ", format_name(me.format), ", expected bf16 or f32");
     markov_embed_ = Matrix<B>(me, MatrixUse::kTable);

@@ -41,7 +41,7 @@ class Model : public OwnSequence<Model<B, ExpertStore, Table>, SequenceT<B>, B> 
     require_exact_host_fp("Model");  // the consumer's flags must not change ds41's bits
     if constexpr (ExactNumericsProbe<B>) B::require_exact_numerics();  // the device's
     cfg_.validate();
-    const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim});
+    const HostTensor emb = w.load("embed.weight", {c.vocab_size, c.dim}).widened();
     DS41_CHECK(emb.format == WeightFormat::kBF16 || emb.format == WeightFormat::kF32, "weights: 'embed.weight' has format ",
                format_name(emb.format), ", expected bf16 or f32");
     embed_ = Matrix<B>(emb, MatrixUse::kTable);  // embed_rows reads its rows directly

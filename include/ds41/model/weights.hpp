@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 #include "../core/error.hpp"
 #include "../core/linear_math.hpp"
@@ -25,6 +26,7 @@ struct HostTensor {
   WeightFormat format = WeightFormat::kF32;
   std::vector<uint8_t> payload;  // format-specific bytes
   std::vector<float> scales;     // fp8/fp4 block scales (and engram row scales)
+  GgmlType ggml_type = GgmlType::kF32;  // kGgmlBlocks: the blocks' type (payload: the rows' blocks)
 
   long numel() const {
     long n = 1;
@@ -49,9 +51,36 @@ struct HostTensor {
     for (size_t i = 0; i < v.size(); ++i) p[i] = bf16_bits(v[i]);
     return t;
   }
+  /// A [rows, cols] matrix of a GGUF file's blocks of `type` (a ggml_linear_type), kept as stored:
+  /// `bytes` holds rows · ggml_row_bytes(type, cols).
+  static HostTensor from_ggml_blocks(std::vector<long> shape, GgmlType type, std::vector<uint8_t> bytes) {
+    DS41_CHECK(shape.size() == 2 && ggml_linear_type(type) && shape[1] % ggml_block_elems(type) == 0 &&
+                   bytes.size() == static_cast<size_t>(shape[0] * ggml_row_bytes(type, static_cast<int>(shape[1]))),
+               "ggml blocks: ", bytes.size(), " bytes of ", ggml_type_info(type).name, " do not make a matrix of shape ",
+               shape_str({shape.begin(), shape.end()}));
+    HostTensor t;
+    t.shape = std::move(shape);
+    t.format = WeightFormat::kGgmlBlocks;
+    t.ggml_type = type;
+    t.payload = std::move(bytes);
+    return t;
+  }
+  /// This tensor with kGgmlBlocks widened to float32 values (the same values); others as they are.
+  /// For the readers of a table's rows (embeddings), which take bf16 or f32.
+  HostTensor widened() && {
+    if (format == WeightFormat::kGgmlBlocks) return from_f32(shape, to_f32());
+    return std::move(*this);
+  }
   std::vector<float> to_f32() const {
     std::vector<float> out(numel());
     switch (format) {
+      case WeightFormat::kGgmlBlocks: {  // block by block (at() would decode a block per element)
+        const long rows = shape.size() == 2 ? shape[0] : 1, cols = shape.empty() ? 1 : shape.back();
+        const long rb = ggml_row_bytes(ggml_type, static_cast<int>(cols));
+        const int blocks = static_cast<int>(cols / ggml_block_elems(ggml_type));
+        for (long r = 0; r < rows; ++r) dequantize_ggml_linear_blocks(ggml_type, payload.data() + r * rb, blocks, out.data() + r * cols);
+        break;
+      }
       case WeightFormat::kF32: std::memcpy(out.data(), payload.data(), out.size() * 4); break;
       case WeightFormat::kBF16: {
         auto* p = reinterpret_cast<const uint16_t*>(payload.data());
@@ -75,6 +104,7 @@ struct HostTensor {
     v.cols = static_cast<int>(shape.empty() ? 1 : shape.back());
     v.data = payload.data();
     v.scales = scales.empty() ? nullptr : scales.data();
+    v.ggml_type = ggml_type;
     return v;
   }
 };
@@ -170,6 +200,7 @@ struct Matrix {
     v.cols = static_cast<int>(t.shape[1]);
     v.data = payload.data();
     v.scales = t.scales.empty() ? nullptr : scales.data();
+    v.ggml_type = t.ggml_type;
   }
   const MatrixView& view() const { return v; }
   int rows() const { return v.rows; }

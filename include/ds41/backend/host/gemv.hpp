@@ -37,6 +37,7 @@
 #include "gemm_fp8dot512.hpp"
 #include "gemm_panels512.hpp"
 #include "gemv_fp8dot512.hpp"
+#include "gemv_ggml.hpp"
 #include "gemv_panels.hpp"
 #include "gemv_panels512.hpp"
 #include "gemv_scaled.hpp"
@@ -434,6 +435,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
                         OutRound round, int n_begin, int n_end, PreparedInput prepared = {},
                         VectorIsa isa = VectorIsa::kWidest, int prefetch_end = -1) {
   prefetch_end = std::max(prefetch_end, n_end);
+  if (host_ggml::usable(w)) return host_ggml::linear_rows(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   const float* xs = block_scaled(w.format) ? prepared.x_scale : nullptr;
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
   using namespace avx2;

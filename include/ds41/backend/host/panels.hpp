@@ -42,6 +42,7 @@ namespace ds41::host_panels {
 /// matrices with a block scale e8m0 cannot hold stay row-major too (the panels store e8m0 bytes).
 inline bool packable(const MatrixView& src) {
   if (src.layout != WeightLayout::kRowMajor || src.rows <= 0 || src.cols <= 0) return false;
+  if (src.format == WeightFormat::kGgmlBlocks) return false;  // kept as stored (host/gemv_ggml.hpp)
   if (src.format == WeightFormat::kFp4Block32) {
     if (src.cols % 2 != 0 || src.scales == nullptr) return false;
     const long n = static_cast<long>(src.rows) * ((src.cols + 31) / 32);
