@@ -57,7 +57,8 @@ const char* treatment(gguf::TensorType t) {
   switch (t) {
     case TT::kF32: case TT::kBF16: case TT::kMXFP4: case TT::kDs41Fp8Row: case TT::kDs41Fp8Block32: return "kept";
     case TT::kI8: return "kept (engram row264)";
-    default: return "widened to f32";
+    case TT::kF16: return "matrices kept as stored, vectors widened to f32";
+    default: return "matrices kept as stored";
   }
 }
 

@@ -208,6 +208,23 @@ TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequa
     std::map<std::string, int> replaced;
     const WeightSet oracle = oracle_weights(wide.weights, gw, replaced);
     CHECK(replaced[tn] >= 18 * wide.config.n_routed_experts + 1);
+    // kept as stored (all but MXFP4, which is the fp4 format): every matrix of the type, dense or
+    // an expert, holds the file's bytes and no more, on the host and in the backend's Matrix
+    if (k.type != TensorType::kMXFP4) {
+      long kept = 0;
+      for (const auto& [name, t] : wide.weights.all()) {
+        const auto loc = gw.locate(name);
+        if (loc.second->type != k.type || t.shape.size() != 2) continue;
+        const uint64_t file_bytes =
+            loc.first.part == Part::kExpertSlice ? loc.second->bytes / loc.second->dims[2] : loc.second->bytes;
+        const HostTensor h = gw.load(name, t.shape);
+        CHECK(h.format == WeightFormat::kGgmlBlocks);
+        CHECK(h.payload.size() == file_bytes);
+        CHECK(Matrix<HB>(h).payload.size() == file_bytes);
+        ++kept;
+      }
+      CHECK(kept >= 18 * wide.config.n_routed_experts + 1);
+    }
     Model<HB> want_model(wide.config, oracle);
     const Run want = run(want_model);
 

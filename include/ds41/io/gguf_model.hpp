@@ -1,5 +1,6 @@
 // ds41/io/gguf_model.hpp — a DeepSeek-V4.1 model in GGUF: GGUF tensor types ↔ the library's
-// HostTensor formats (block types widened to f32 with core/ggml_quants.hpp's values), on top of
+// HostTensor formats (block-type matrices kept as stored, WeightFormat::kGgmlBlocks; other block
+// tensors widened to f32 with core/ggml_quants.hpp's values), on top of
 // the metadata ↔ ModelConfig of gguf_config.hpp. GgufWeights (a file-backed WeightSource) and
 // write_model are in gguf_weights.hpp.
 #pragma once
@@ -41,7 +42,8 @@ inline TensorSlice slice_of(const NameRef& ref, const TensorInfo& t, const std::
   return s;
 }
 
-/// The block types decode_tensor widens to f32: the values of core/ggml_quants.hpp (ggml's
+/// The values of block-type tensors decode_tensor widens to f32 (I8, vectors; ds41-gguf dequant):
+/// core/ggml_quants.hpp's (ggml's
 /// dequantize_row_<type>, uncontracted), block by block. A block whose values are not all finite
 /// (an inf or NaN f16 scale) is refused, naming the tensor and the block.
 inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, uint64_t n, const std::string& what) {
@@ -151,6 +153,12 @@ inline std::vector<uint8_t> mxfp4_engram_rows(const uint8_t* p, long rows, long 
   return out;
 }
 
+/// The block types a matrix keeps as stored (WeightFormat::kGgmlBlocks; its Linear is the f32 Linear
+/// on the values, host/gemv_ggml.hpp): Q8_0, Q2_K..Q6_K, IQ2_XXS. F16 matrices are kept too.
+inline bool kept_block_type(TensorType t) {
+  return t != TensorType::kF16 && ggml_linear_type(static_cast<GgmlType>(t)) && ggml_info(t) != nullptr;
+}
+
 /// GGUF bytes of `type` with row-major `shape` → a HostTensor in the library's formats. For the
 /// engram parts, shape is the table's [rows, K] whatever the row type (see engram_row_type); a
 /// value type's table is its codes part alone, as kF32 values (EngramT: a table without scales).
@@ -206,6 +214,7 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
     case TensorType::kF32: t.format = WeightFormat::kF32; t.payload.assign(p, p + n); return t;
     case TensorType::kBF16: t.format = WeightFormat::kBF16; t.payload.assign(p, p + n); return t;
     case TensorType::kF16:
+      if (shape.size() == 2) return HostTensor::from_ggml_blocks(shape, GgmlType::kF16, std::vector<uint8_t>(p, p + n));
       return floats([&](long i) { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return f16_to_f32(h); });
     case TensorType::kMXFP4: {
       DS41_CHECK(shape.size() == 2, what, ": MXFP4 is read as a matrix, got shape ", shape_str({shape.begin(), shape.end()}));
@@ -232,7 +241,14 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
       return t;
     }
     case TensorType::kDs41Fp8Row: fail(what, ": DS41_FP8_ROW holds engram tables only");
-    default:  // Q8_0, the K-quants, IQ2_XXS, I8: widened to their f32 values (docs/GGUF.md)
+    default:  // Q8_0, the K-quants, IQ2_XXS: matrices kept as stored; I8 and vectors widened (docs/GGUF.md)
+      if (shape.size() == 2 && kept_block_type(type)) {
+        const GgmlType g = static_cast<GgmlType>(type);
+        const long bad = ggml_first_nonfinite_block(g, p, static_cast<long>(n / ggml_block_bytes(g)));
+        DS41_CHECK(bad < 0, what, ": ", tensor_type_name(type), " block ", bad,
+                   " has non-finite values (a NaN or infinite f16 scale)");
+        return HostTensor::from_ggml_blocks(shape, g, std::vector<uint8_t>(p, p + n));
+      }
       return HostTensor::from_f32(shape, dequantize_blocks(type, p, n, what));
   }
 }
@@ -271,6 +287,7 @@ inline std::pair<TensorType, std::vector<uint8_t>> encode_tensor(const HostTenso
   switch (t.format) {
     case WeightFormat::kF32: return {TensorType::kF32, t.payload};
     case WeightFormat::kBF16: return {TensorType::kBF16, t.payload};
+    case WeightFormat::kGgmlBlocks: return {static_cast<TensorType>(t.ggml_type), t.payload};  // as read
     case WeightFormat::kFp8Block32: {
       std::vector<uint8_t> out = t.payload;
       const size_t at = out.size();

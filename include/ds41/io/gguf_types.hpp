@@ -57,7 +57,7 @@ enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
   kQ8_0 = 8,    // blocks of 32: f16 scale d, 32 int8; value = d * q
-  kQ2_K = 10,   // the K-quants and IQ2_XXS: 256 per block (ggml_quants.hpp), widened to f32 at load
+  kQ2_K = 10,   // the K-quants and IQ2_XXS: 256 per block (ggml_quants.hpp); matrices kept as stored
   kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,
@@ -106,8 +106,9 @@ inline bool tensor_type_from_name(const std::string& name, TensorType* out) {
   return false;
 }
 
-/// Whether ds41 loads tensors of the type: kept (F32, BF16, MXFP4, its fp8 types), or widened to
-/// f32 (F16, and every block type core/ggml_quants.hpp dequantizes).
+/// Whether ds41 loads tensors of the type: kept (F32, BF16, MXFP4, its fp8 types; matrices of F16,
+/// Q8_0, the K-quants and IQ2_XXS, as WeightFormat::kGgmlBlocks), or widened to f32 (I8, and the
+/// vectors of the block types and F16).
 inline bool readable_tensor_type(TensorType t) {
   switch (t) {
     case TensorType::kF32: case TensorType::kF16: case TensorType::kBF16: case TensorType::kMXFP4:

@@ -69,6 +69,13 @@ inline std::vector<EncodedTensor> encode_tensor(const std::string& name, const H
     return out;
   }
   const std::string base = ends(".weight") ? name.substr(0, name.size() - 6) : name + ".";
+  if (t.format == WeightFormat::kGgmlBlocks) {  // a GGUF file's blocks: safetensors has no such dtype
+    w.dtype = Dtype::kF32;                      // their values, exactly
+    const std::vector<float> v = t.to_f32();
+    w.bytes.resize(v.size() * 4);
+    if (!v.empty()) std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+    return out;
+  }
   switch (t.format) {
     case WeightFormat::kF32: w.dtype = Dtype::kF32; w.bytes = t.payload; return out;
     case WeightFormat::kBF16: w.dtype = Dtype::kBF16; w.bytes = t.payload; return out;
@@ -92,6 +99,7 @@ inline std::vector<EncodedTensor> encode_tensor(const std::string& name, const H
       out.push_back({base + "scale", Dtype::kF8_E8M0, {t.shape[0], t.shape[1] / 32}, e8m0_bytes(t.scales, what)});
       return out;
     }
+    case WeightFormat::kGgmlBlocks: break;  // above
   }
   fail(what, ": unknown format");
 }

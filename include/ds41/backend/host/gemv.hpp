@@ -61,6 +61,7 @@ inline float weight_at(const MatrixView& w, int n, int k) {
       uint8_t byte = static_cast<const uint8_t*>(w.data)[row * (w.cols / 2) + k / 2];
       return e2m1_decode((k & 1) ? (byte >> 4) : (byte & 0xF));
     }
+    case WeightFormat::kGgmlBlocks: return w.at(n, k);  // not reached: host/gemv_ggml.hpp serves them
   }
   return 0.0f;
 }
