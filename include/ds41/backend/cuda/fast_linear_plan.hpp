@@ -90,7 +90,7 @@ inline FastLinearPlan plan_fast_linear(int rows_out, int cols, int T, WeightForm
   p.T = T;
   if (rows_out <= 0 || cols <= 0 || T <= 0) return p.reason = "empty Linear", p;
   if (T > kFastMaxRows) return p.reason = "more than 16 input rows (prefill: the exact tiled kernel)", p;
-  if (fast_chunk_cols(format) == 0) return p.reason = "format without a fast kernel (f32)", p;
+  if (fast_chunk_cols(format) == 0) return p.reason = "format without a fast kernel (f32, GGUF blocks)", p;
   if (p.block_scaled() && cols % 32 != 0) return p.reason = "fp8/fp4 with a short last scale block", p;
   if (cols % fast_chunk_cols(format) != 0) return p.reason = "cols not a whole number of 16-byte chunks", p;
   p.t_tile = fast_t_tile(T);

@@ -334,6 +334,7 @@ __global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(co
 inline bool linear_tiled_supports(const MatrixView& w) {
   if (w.layout != WeightLayout::kRowMajor) return false;
   if (w.format == WeightFormat::kFp4Block32 && (w.cols % 2) != 0) return false;
+  if (w.format == WeightFormat::kGgmlBlocks) return false;  // the reference kernel (MatrixView::dot) for now
   return true;
 }
 
