@@ -92,7 +92,9 @@ void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64
   const HostTensor kept = HostTensor::from_ggml_blocks({rows, cols}, t, random_blocks(t, rows, cols, seed));
   const Matrix<HostBackend> mk(kept), mf(HostTensor::from_f32({rows, cols}, kept.to_f32()));
   REQUIRE(mk.view().format == WeightFormat::kGgmlBlocks);
-  CHECK(mk.payload.size() == kept.payload.size());  // the file's bytes, no more
+  // the file's bytes, no more (panels: the last 8-row panel's missing rows as zero blocks)
+  const long stored_rows = mk.view().layout == WeightLayout::kPanels8 ? (rows + 7) / 8 * 8 : rows;
+  CHECK(mk.payload.size() == static_cast<size_t>(stored_rows * ggml_row_bytes(t, cols)));
   const std::vector<float> x = random_input(T * cols, seed + 1);
   std::vector<float> yk(static_cast<size_t>(T * rows)), yf(yk.size()), yd(yk.size());
   HostBackend::linear(x.data(), T, cols, mk.view(), yk.data(), rows, round);
@@ -103,6 +105,14 @@ void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64
   std::string first;
   CHECK_MESSAGE(differing(yk, yf, first) == 0, "kept vs f32 Linear: ", first);
   CHECK_MESSAGE(differing(yd, yf, first) == 0, "MatrixView::dot vs f32 Linear: ", first);
+  // a row slice that starts inside a panel (wo_a's groups, an fp8-free slice anywhere)
+  if (rows > 13) {
+    const int r0 = 5, nr = static_cast<int>(rows) - 13;
+    std::vector<float> sk(static_cast<size_t>(T * nr)), sf(sk.size());
+    HostBackend::linear(x.data(), T, cols, mk.view().row_slice(r0, nr), sk.data(), nr, round);
+    HostBackend::linear(x.data(), T, cols, mf.view().row_slice(r0, nr), sf.data(), nr, round);
+    CHECK_MESSAGE(differing(sk, sf, first) == 0, "kept vs f32 Linear, rows from 5: ", first);
+  }
 }
 
 }  // namespace
@@ -150,6 +160,37 @@ TEST_CASE("ggml linear: the view's element, row slice and widening agree with th
     const HostTensor wide = HostTensor(kept).widened();
     CHECK(wide.format == WeightFormat::kF32);
     CHECK(wide.to_f32() == v);
+  }
+}
+
+TEST_CASE("ggml linear: the host's 8-row panels give every row's block back, byte for byte") {
+  for (GgmlType t : kKept) {
+    if (!ggml_panel_type(t)) continue;  // IQ2_XXS stays row-major
+    const std::string name = ggml_type_info(t).name;
+    CAPTURE(name);
+    const int bb = ggml_block_bytes(t);
+    const std::vector<uint8_t> b = random_blocks(t, 8, ggml_block_elems(t), 99);
+    const uint8_t* rows[8];
+    for (int i = 0; i < 8; ++i) rows[i] = b.data() + static_cast<long>(i) * bb;
+    std::vector<uint8_t> packed(static_cast<size_t>(ggml_panel_block_bytes(t))), back(static_cast<size_t>(bb));
+    ggml_panel_pack(t, rows, packed.data());
+    long bad = 0;
+    for (int i = 0; i < 8; ++i) {
+      ggml_panel_unpack(t, packed.data(), i, back.data());
+      bad += std::memcmp(back.data(), rows[i], static_cast<size_t>(bb)) != 0;
+    }
+    CHECK(bad == 0);
+    // every bit of the block is placed somewhere: a pack of the blocks with one byte flipped differs
+    std::vector<uint8_t> flipped = b, packed2(packed.size());
+    for (int o = 0; o < bb; ++o) {
+      flipped[static_cast<size_t>(3 * bb + o)] ^= 0x81;
+      const uint8_t* rows2[8];
+      for (int i = 0; i < 8; ++i) rows2[i] = flipped.data() + static_cast<long>(i) * bb;
+      ggml_panel_pack(t, rows2, packed2.data());
+      bad += packed2 == packed;
+      flipped[static_cast<size_t>(3 * bb + o)] ^= 0x81;
+    }
+    CHECK(bad == 0);
   }
 }
 

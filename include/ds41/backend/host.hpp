@@ -223,6 +223,14 @@ struct HostBackend {
   /// Buffers of the right size are reused (expert slots).
   static bool upload_linear_weights(const MatrixView& src, Buffer<uint8_t>& payload, Buffer<float>& scales,
                                     MatrixView& out) {
+    if (src.format == WeightFormat::kGgmlBlocks) {  // GGUF blocks: 8-row panels of the same bytes
+      if (!host_ggml::packable(src)) return false;
+      const size_t bytes = host_ggml::packed_bytes(src);
+      if (payload.size() != bytes) payload = Buffer<uint8_t>(bytes);
+      if (scales.size() != 0) scales = Buffer<float>();
+      out = host_ggml::pack(src, payload.data());
+      return true;
+    }
     if (!host_gemv::kVectorised || !host_panels::packable(src)) return false;
     const size_t bytes = host_panels::payload_bytes(src.format, src.rows, src.cols);
     const size_t nscales = host_panels::scale_buffer_count(src.format, src.rows, src.cols);

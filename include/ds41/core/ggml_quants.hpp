@@ -429,6 +429,79 @@ DS41_HD bool dequantize_ggml_block(GgmlType type, const uint8_t* block, float* o
   }
 }
 
+// ---------------------------------------------------------------- the types a Linear keeps as stored
+/// The ggml types a Linear reads as stored (WeightFormat::kGgmlBlocks, core/linear_math.hpp): the
+/// block types whose value is ggml's dequantization (above) and F16. Their Linear is the f32 Linear over
+/// those values (dot_f32's products and sums, in K order), so a kept weight gives the bits of the
+/// same weight widened to f32. MXFP4 is not among them: it is ds41's fp4 Linear (kFp4Block32), the
+/// reference's fp4 arithmetic; I8 and the rest are widened at load.
+DS41_HD constexpr bool ggml_linear_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kIQ2_XXS: return true;
+    default: return false;
+  }
+}
+/// Elements of one block of a ggml_linear_type (F16: 1).
+DS41_HD constexpr int ggml_block_elems(GgmlType t) {
+  return t == GgmlType::kF16 ? 1 : t == GgmlType::kQ8_0 ? 32 : 256;
+}
+/// Bytes of one block of a ggml_linear_type.
+DS41_HD constexpr int ggml_block_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: return 2;
+    case GgmlType::kQ8_0: return GgmlQ8_0::kBlockBytes;
+    case GgmlType::kQ2_K: return GgmlQ2_K::kBlockBytes;
+    case GgmlType::kQ3_K: return GgmlQ3_K::kBlockBytes;
+    case GgmlType::kQ4_K: return GgmlQ4_K::kBlockBytes;
+    case GgmlType::kQ5_K: return GgmlQ5_K::kBlockBytes;
+    case GgmlType::kQ6_K: return GgmlQ6_K::kBlockBytes;
+    case GgmlType::kIQ2_XXS: return GgmlIQ2_XXS::kBlockBytes;
+    default: return 0;
+  }
+}
+/// Bytes of one row of `cols` elements (cols a whole number of blocks).
+DS41_HD constexpr long ggml_row_bytes(GgmlType t, int cols) {
+  return static_cast<long>(cols / ggml_block_elems(t)) * ggml_block_bytes(t);
+}
+/// Where a block of a ggml_linear_type keeps its f16 scales (d, and dmin for the types with mins),
+/// as byte offsets; -1 ends the list (F16 has none: its elements are the f16s).
+DS41_HD constexpr void ggml_scale_offsets(GgmlType t, int out[2]) {
+  out[0] = -1, out[1] = -1;
+  switch (t) {
+    case GgmlType::kQ8_0: case GgmlType::kIQ2_XXS: out[0] = 0; break;
+    case GgmlType::kQ2_K: out[0] = 80, out[1] = 82; break;
+    case GgmlType::kQ3_K: out[0] = 108; break;
+    case GgmlType::kQ4_K: case GgmlType::kQ5_K: out[0] = 0, out[1] = 2; break;
+    case GgmlType::kQ6_K: out[0] = 208; break;
+    default: break;
+  }
+}
+/// The first of `n` blocks of a ggml_linear_type other than F16 whose values are not all finite,
+/// or -1. A block's values are products of its f16 scales with integers below 2^13 (and, with
+/// mins, a difference of two such): all finite when the scales are (65504 · 2^13 < FLT_MAX), and
+/// some value is inf or NaN when a scale is (inf · 0 is NaN). So the scales alone decide, which is
+/// what lets a kept tensor be checked at load, and a streamed expert at read, for ~1 byte in 100.
+DS41_HD long ggml_first_nonfinite_block(GgmlType t, const uint8_t* blocks, long n) {
+  int off[2];
+  ggml_scale_offsets(t, off);
+  const int bb = ggml_block_bytes(t);
+  for (long b = 0; b < n; ++b)
+    for (int i = 0; i < 2 && off[i] >= 0; ++i) {
+      const uint8_t* h = blocks + b * bb + off[i];
+      if ((h[1] & 0x7C) == 0x7C) return b;  // f16 exponent all ones: inf or NaN
+    }
+  return -1;
+}
+/// The values of `n` whole blocks of a ggml_linear_type starting at `blocks` (F16: n elements).
+DS41_HD void dequantize_ggml_linear_blocks(GgmlType t, const uint8_t* blocks, int n, float* out) {
+  if (t == GgmlType::kF16) {
+    for (int i = 0; i < n; ++i) out[i] = f16_to_f32(static_cast<uint16_t>(blocks[2 * i] | blocks[2 * i + 1] << 8));
+    return;
+  }
+  const int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
+  for (int b = 0; b < n; ++b) dequantize_ggml_block(t, blocks + static_cast<long>(b) * bb, out + static_cast<long>(b) * be);
+}
 // The per-format constants agree with the table.
 namespace ggml_detail {
 template <class F>

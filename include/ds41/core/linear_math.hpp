@@ -11,6 +11,7 @@
 // acc = acc + (partial·s_x)·s_w. See docs/NUMERICS.md, "Linear layers with fp8 or fp4 weights".
 #pragma once
 #include <cstdint>
+#include "ggml_panels.hpp"
 #include "ggml_quants.hpp"
 #include "numeric.hpp"
 #include "quant.hpp"
@@ -41,78 +42,7 @@ inline const char* format_name(WeightFormat f) {
 }
 
 // ---------------------------------------------------------------- GGUF blocks kept as stored
-/// The ggml types a Linear reads as stored (WeightFormat::kGgmlBlocks): the block types whose value
-/// is ggml's dequantization (core/ggml_quants.hpp) and F16. Their Linear is the f32 Linear over
-/// those values (dot_f32's products and sums, in K order), so a kept weight gives the bits of the
-/// same weight widened to f32. MXFP4 is not among them: it is ds41's fp4 Linear (kFp4Block32), the
-/// reference's fp4 arithmetic; I8 and the rest are widened at load.
-DS41_HD constexpr bool ggml_linear_type(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kIQ2_XXS: return true;
-    default: return false;
-  }
-}
-/// Elements of one block of a ggml_linear_type (F16: 1).
-DS41_HD constexpr int ggml_block_elems(GgmlType t) {
-  return t == GgmlType::kF16 ? 1 : t == GgmlType::kQ8_0 ? 32 : 256;
-}
-/// Bytes of one block of a ggml_linear_type.
-DS41_HD constexpr int ggml_block_bytes(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF16: return 2;
-    case GgmlType::kQ8_0: return GgmlQ8_0::kBlockBytes;
-    case GgmlType::kQ2_K: return GgmlQ2_K::kBlockBytes;
-    case GgmlType::kQ3_K: return GgmlQ3_K::kBlockBytes;
-    case GgmlType::kQ4_K: return GgmlQ4_K::kBlockBytes;
-    case GgmlType::kQ5_K: return GgmlQ5_K::kBlockBytes;
-    case GgmlType::kQ6_K: return GgmlQ6_K::kBlockBytes;
-    case GgmlType::kIQ2_XXS: return GgmlIQ2_XXS::kBlockBytes;
-    default: return 0;
-  }
-}
-/// Bytes of one row of `cols` elements (cols a whole number of blocks).
-DS41_HD constexpr long ggml_row_bytes(GgmlType t, int cols) {
-  return static_cast<long>(cols / ggml_block_elems(t)) * ggml_block_bytes(t);
-}
-/// Where a block of a ggml_linear_type keeps its f16 scales (d, and dmin for the types with mins),
-/// as byte offsets; -1 ends the list (F16 has none: its elements are the f16s).
-DS41_HD constexpr void ggml_scale_offsets(GgmlType t, int out[2]) {
-  out[0] = -1, out[1] = -1;
-  switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kIQ2_XXS: out[0] = 0; break;
-    case GgmlType::kQ2_K: out[0] = 80, out[1] = 82; break;
-    case GgmlType::kQ3_K: out[0] = 108; break;
-    case GgmlType::kQ4_K: case GgmlType::kQ5_K: out[0] = 0, out[1] = 2; break;
-    case GgmlType::kQ6_K: out[0] = 208; break;
-    default: break;
-  }
-}
-/// The first of `n` blocks of a ggml_linear_type other than F16 whose values are not all finite,
-/// or -1. A block's values are products of its f16 scales with integers below 2^13 (and, with
-/// mins, a difference of two such): all finite when the scales are (65504 · 2^13 < FLT_MAX), and
-/// some value is inf or NaN when a scale is (inf · 0 is NaN). So the scales alone decide, which is
-/// what lets a kept tensor be checked at load, and a streamed expert at read, for ~1 byte in 100.
-DS41_HD long ggml_first_nonfinite_block(GgmlType t, const uint8_t* blocks, long n) {
-  int off[2];
-  ggml_scale_offsets(t, off);
-  const int bb = ggml_block_bytes(t);
-  for (long b = 0; b < n; ++b)
-    for (int i = 0; i < 2 && off[i] >= 0; ++i) {
-      const uint8_t* h = blocks + b * bb + off[i];
-      if ((h[1] & 0x7C) == 0x7C) return b;  // f16 exponent all ones: inf or NaN
-    }
-  return -1;
-}
-/// The values of `n` whole blocks of a ggml_linear_type starting at `blocks` (F16: n elements).
-DS41_HD void dequantize_ggml_linear_blocks(GgmlType t, const uint8_t* blocks, int n, float* out) {
-  if (t == GgmlType::kF16) {
-    for (int i = 0; i < n; ++i) out[i] = f16_to_f32(static_cast<uint16_t>(blocks[2 * i] | blocks[2 * i + 1] << 8));
-    return;
-  }
-  const int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
-  for (int b = 0; b < n; ++b) dequantize_ggml_block(t, blocks + static_cast<long>(b) * bb, out + static_cast<long>(b) * be);
-}
+// (the types, their sizes and values: core/ggml_quants.hpp's ggml_linear_type and neighbours)
 /// Row n of a kGgmlBlocks matrix: dot_f32 over the values, block by block (the same products and
 /// sums in the same order as dot_f32 on the widened row).
 DS41_HD float dot_ggml_blocks(const float* x, const uint8_t* row, int K, GgmlType t) {
@@ -357,6 +287,14 @@ struct MatrixView {
   /// Panel layout: stored row p's weight k before its block scale (what the reference multiplies
   /// x[k] by).
   DS41_HD float panel_value(int p, int k) const {
+    if (format == WeightFormat::kGgmlBlocks) {  // row p's block, unpacked, and its value k
+      uint8_t block[256];
+      float v[256];
+      const int be = ggml_block_elems(ggml_type);
+      ggml_panel_unpack(ggml_type, ggml_panel_block(p / kPanelRows, k / be), p % kPanelRows, block);
+      dequantize_ggml_linear_blocks(ggml_type, block, 1, v);
+      return v[k % be];
+    }
     const int g = panel_group_k(format), i = p % kPanelRows;
     const uint8_t* group = static_cast<const uint8_t*>(data) + static_cast<long>(p / kPanelRows) * panel_bytes(format, cols) +
                            static_cast<long>(k / g) * (kPanelRows * 4);
@@ -381,9 +319,25 @@ struct MatrixView {
   }
   /// dot() on the panel layout: the same products and sums in the same order as dot_f32,
   /// dot_bf16, dot_fp8_block32 and dot_fp4_block32 (`in.x` alone for f32/bf16).
+  /// Panel layout, kGgmlBlocks: stored panel `panel`'s block b (core/ggml_panels.hpp).
+  DS41_HD const uint8_t* ggml_panel_block(long panel, long b) const {
+    const long nblocks = cols / ggml_block_elems(ggml_type);
+    return static_cast<const uint8_t*>(data) + (panel * nblocks + b) * ggml_panel_block_bytes(ggml_type);
+  }
   DS41_HD float panel_dot(LinearInput in, int n) const {
     const int p = row0 + n;
     float acc = 0.0f;
+    if (format == WeightFormat::kGgmlBlocks) {  // dot_f32's products and sums, a block at a time
+      uint8_t block[256];
+      float v[256];
+      const int be = ggml_block_elems(ggml_type);
+      for (int k0 = 0; k0 < cols; k0 += be) {
+        ggml_panel_unpack(ggml_type, ggml_panel_block(p / kPanelRows, k0 / be), p % kPanelRows, block);
+        dequantize_ggml_linear_blocks(ggml_type, block, 1, v);
+        for (int j = 0; j < be; ++j) acc += in.x[k0 + j] * v[j];
+      }
+      return acc;
+    }
     if (!block_scaled()) {
       for (int k = 0; k < cols; ++k) acc += in.x[k] * panel_value(p, k);
       return acc;

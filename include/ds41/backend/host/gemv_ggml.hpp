@@ -28,9 +28,53 @@
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_ggml {
 
-/// Whether this kernel serves the view (row-major GGUF blocks).
+/// Whether this kernel serves the view: GGUF blocks, row-major or in panels (core/ggml_panels.hpp).
 inline bool usable(const MatrixView& w) {
-  return w.format == WeightFormat::kGgmlBlocks && w.layout == WeightLayout::kRowMajor && ggml_linear_type(w.ggml_type);
+  return w.format == WeightFormat::kGgmlBlocks && ggml_linear_type(w.ggml_type) &&
+         (w.layout == WeightLayout::kRowMajor || ggml_panel_type(w.ggml_type));
+}
+
+// ---------------------------------------------------------------- the panel repack
+/// Where the panel kernel is compiled: AVX2 and F16C (the f16 scales convert 8 at a time).
+#if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDA_ARCH__)
+#define DS41_HOST_GGML_PANELS 1
+#endif
+/// Whether pack() takes the view: row-major blocks of a type with panels, where the panel kernel
+/// is compiled.
+inline bool packable(const MatrixView& src) {
+#if defined(DS41_HOST_GGML_PANELS)
+  return src.format == WeightFormat::kGgmlBlocks && src.layout == WeightLayout::kRowMajor && src.rows > 0 &&
+         src.cols > 0 && ggml_panel_type(src.ggml_type);
+#else
+  (void)src;
+  return false;
+#endif
+}
+/// Bytes pack() writes: every 8-row panel (the last one's missing rows as zero blocks).
+inline size_t packed_bytes(const MatrixView& src) {
+  const long panels = (src.rows + kPanelRows - 1) / kPanelRows, blocks = src.cols / ggml_block_elems(src.ggml_type);
+  return static_cast<size_t>(panels * blocks * ggml_panel_block_bytes(src.ggml_type));
+}
+/// Repacks a packable view into panels at `out` (packed_bytes(src) bytes); returns the panel view.
+inline MatrixView pack(const MatrixView& src, uint8_t* out) {
+  const GgmlType t = src.ggml_type;
+  const long blocks = src.cols / ggml_block_elems(t), bb = ggml_block_bytes(t), pbb = ggml_panel_block_bytes(t);
+  const long rb = src.row_bytes(), panels = (src.rows + kPanelRows - 1) / kPanelRows;
+  const auto* data = static_cast<const uint8_t*>(src.data);
+  for (long p = 0; p < panels; ++p)
+    for (long b = 0; b < blocks; ++b) {
+      const uint8_t* rows[kPanelRows];
+      for (int i = 0; i < kPanelRows; ++i) {
+        const long r = p * kPanelRows + i;
+        rows[i] = r < src.rows ? data + r * rb + b * bb : nullptr;
+      }
+      ggml_panel_pack(t, rows, out + (p * blocks + b) * pbb);
+    }
+  MatrixView v = src;
+  v.layout = WeightLayout::kPanels8;
+  v.data = out;
+  v.row0 = 0;
+  return v;
 }
 
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), one output at a time (the oracle; every build).
@@ -111,6 +155,25 @@ inline void decode_q6_k(const uint8_t* blk, float* out) {
     }
 }
 
+/// IQ2_XXS: per 8 elements, a grid point's magnitudes times the group scale db, the signs flipped
+/// (db·mag, then ·±1: the negation is exact, so flipping the sign bit is the same).
+inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
+  const float d = ggml_detail::load_f16(blk);
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* group = blk + 2 + 8 * g;
+    const uint32_t aux = ggml_detail::load_u32(group + 4);
+    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
+    for (int l = 0; l < 4; ++l) {
+      const __m256i mag = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(iq2xxs_grid(group[l]))));
+      const int signs = iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u));
+      const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs), lane_bit), lane_bit);
+      const __m256 v = _mm256_mul_ps(db, _mm256_cvtepi32_ps(mag));
+      _mm256_storeu_ps(out + 32 * g + 8 * l, _mm256_xor_ps(v, _mm256_and_ps(_mm256_castsi256_ps(neg), _mm256_set1_ps(-0.0f))));
+    }
+  }
+}
+
 /// Values of columns [0, n) of one row's segment (n: a whole number of blocks, or F16's tail).
 inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
   switch (t) {
@@ -118,13 +181,212 @@ inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
     case GgmlType::kF16: return decode_f16(src, n, out);
     case GgmlType::kQ4_K: return decode_q4_k(src, out);
     case GgmlType::kQ6_K: return decode_q6_k(src, out);
+    case GgmlType::kIQ2_XXS: return decode_iq2_xxs(src, out);
     default: return dequantize_ggml_linear_blocks(t, src, n / ggml_block_elems(t), out);  // F16 handled above
   }
 }
 
+#if defined(DS41_HOST_GGML_PANELS)
+// ---------------------------------------------------------------- panel column decoders
+// Each writes cols[j][i] = the value of column j of the panel's row i, exactly as
+// core/ggml_quants.hpp's scalar function gives it for that row's block (the same operations on the
+// same operands: products d·scale first, then ·q, then − dmin·min, each rounded on its own).
+
+/// Lane i's field of width W (bits) from the column word: (word >> W·i) & (2^W − 1).
+template <int W>
+inline __m256i lane_codes(uint32_t word) {
+  const __m256i shifts = _mm256_setr_epi32(0, W, 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W);
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), _mm256_set1_epi32((1 << W) - 1));
+}
+inline uint32_t load_u16(const uint8_t* p) { return static_cast<uint32_t>(p[0] | p[1] << 8); }
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// The 8 rows' headers at their block offsets (scratch[i] is row i's block with only its header
+/// bytes filled), for the scalar scale helpers.
+inline void panel_headers(GgmlType t, const uint8_t* pb, uint8_t scratch[kPanelRows][256]) {
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  const int H = ggml_panel_header_bytes(t);
+  for (int i = 0; i < kPanelRows; ++i) {
+    const uint8_t* h = pb + H * i;
+    for (int r = 0; r < 2; ++r) {
+      const int len = l.header_end[r] - l.header_begin[r];
+      std::memcpy(scratch[i] + l.header_begin[r], h, static_cast<size_t>(len));
+      h += len;
+    }
+  }
+}
+
+/// The 8 rows' f16 at block offset `at` as floats (exact, as load_f16).
+inline __m256 f16_lanes(const uint8_t hdr[kPanelRows][256], int at) {
+  alignas(16) uint16_t h[8];
+  for (int i = 0; i < 8; ++i) h[i] = ggml_detail::load_u16(hdr[i] + at);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+/// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
+inline __m256 scaled_lanes(__m256 d, const int32_t sc[8]) {
+  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))));
+}
+
+/// Columns [0, n) of panel blocks starting at `pb` (n: whole blocks; F16: any n) into cols.
+inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[8]) {
+  using namespace ggml_detail;
+  alignas(32) uint8_t hdr[kPanelRows][256];
+  alignas(32) int32_t sc[8], mn[8];
+  switch (t) {
+    case GgmlType::kF16:
+      for (int j = 0; j < n; ++j)
+        _mm256_store_ps(cols[j], _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 16 * j))));
+      return;
+    case GgmlType::kQ8_0:
+      for (int b = 0; b < n / 32; ++b, pb += 8 * 34) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
+        const uint8_t* q = pb + 16;
+        for (int j = 0; j < 32; ++j) {
+          const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * j)));
+          _mm256_store_ps(cols[32 * b + j], _mm256_mul_ps(_mm256_cvtepi32_ps(c), d));
+        }
+      }
+      return;
+    case GgmlType::kQ2_K: {
+      panel_headers(t, pb, hdr);
+      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
+      const __m256 d = f16_lanes(hdr, 80), dmin = f16_lanes(hdr, 82);
+      for (int s = 0; s < 16; ++s) {
+        for (int i = 0; i < 8; ++i) sc[i] = hdr[i][s] & 0xF, mn[i] = hdr[i][s] >> 4;
+        const __m256 vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          const __m256 v = _mm256_cvtepi32_ps(lane_codes<2>(load_u16(q + 2 * e)));
+          _mm256_store_ps(cols[e], _mm256_sub_ps(_mm256_mul_ps(vd, v), vm));
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ3_K: {
+      panel_headers(t, pb, hdr);
+      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
+      const uint8_t* hm = pb + ggml_panel_field_offset(t, 1);
+      const __m256i four = _mm256_set1_epi32(4);
+      const __m256 d = f16_lanes(hdr, 108);
+      for (int s = 0; s < 16; ++s) {
+        for (int i = 0; i < 8; ++i) sc[i] = q3_K_scale(hdr[i] + 96, s);
+        const __m256 vd = scaled_lanes(d, sc);
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          // low bits − (high bit clear ? 4 : 0) = low − 4 + 4·high
+          const __m256i c = _mm256_add_epi32(_mm256_sub_epi32(lane_codes<2>(load_u16(q + 2 * e)), four),
+                                             _mm256_slli_epi32(lane_codes<1>(hm[e]), 2));
+          _mm256_store_ps(cols[e], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)));
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      panel_headers(t, pb, hdr);
+      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
+      const uint8_t* qh = t == GgmlType::kQ5_K ? pb + ggml_panel_field_offset(t, 1) : nullptr;
+      const __m256 d = f16_lanes(hdr, 0), dmin = f16_lanes(hdr, 2);
+      for (int j = 0; j < 8; ++j) {
+        for (int i = 0; i < 8; ++i) k_scale_min(hdr[i] + 4, j, &sc[i], &mn[i]);
+        const __m256 vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
+        for (int l = 0; l < 32; ++l) {
+          const int e = 32 * j + l;
+          __m256i c = lane_codes<4>(load_u32(q + 4 * e));
+          if (qh) c = _mm256_add_epi32(c, _mm256_slli_epi32(lane_codes<1>(qh[e]), 4));
+          _mm256_store_ps(cols[e], _mm256_sub_ps(_mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)), vm));
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ6_K: {
+      panel_headers(t, pb, hdr);
+      const uint8_t* ql = pb + ggml_panel_field_offset(t, 0);
+      const uint8_t* qh = pb + ggml_panel_field_offset(t, 1);
+      const __m256i off = _mm256_set1_epi32(32);
+      const __m256 d = f16_lanes(hdr, 208);
+      for (int s = 0; s < 16; ++s) {  // 16 elements share a scale: scales[e / 16]
+        for (int i = 0; i < 8; ++i) sc[i] = static_cast<int8_t>(hdr[i][192 + s]);
+        const __m256 vd = scaled_lanes(d, sc);
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          const __m256i c = _mm256_sub_epi32(
+              _mm256_or_si256(lane_codes<4>(load_u32(ql + 4 * e)), _mm256_slli_epi32(lane_codes<2>(load_u16(qh + 2 * e)), 4)), off);
+          _mm256_store_ps(cols[e], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)));
+        }
+      }
+      return;
+    }
+    default: return;  // not a panel type
+  }
+}
+
+/// Rows [n_begin, n_end) of y for kGgmlBlocks weights in panels.
+inline void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                               OutRound round, int n_begin, int n_end) {
+  const int K = w.cols;
+  const int be = ggml_block_elems(w.ggml_type);
+  const long pbb = ggml_panel_block_bytes(w.ggml_type);
+  alignas(32) float cols[kGroups][kSegment][8];
+  alignas(32) float acc[kRowChunk][kGroups][8];
+  // the view may start inside a panel (row_slice): its row n is stored row w.row0 + n
+  int n0 = n_begin;
+  while (n0 < n_end) {
+    const int s0 = w.row0 + n0, lane0 = s0 % kPanelRows;
+    const int G = std::min(kGroups, (lane0 + (n_end - n0) + kPanelRows - 1) / kPanelRows);
+    const int rows_here = std::min(n_end - n0, G * kPanelRows - lane0);
+    for (long t0 = 0; t0 < T; t0 += kRowChunk) {
+      const int tc = static_cast<int>(std::min<long>(kRowChunk, T - t0));
+      std::memset(acc, 0, sizeof(acc));
+      for (int k0 = 0; k0 < K; k0 += kSegment) {
+        const int n = std::min(kSegment, K - k0);
+        for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols[g]);
+        for (int t = 0; t < tc; ++t) {
+          const float* xr = x + (t0 + t) * x_stride + k0;
+          if (G == kGroups) {  // four chains side by side
+            __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
+            __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
+            for (int j = 0; j < n; ++j) {
+              const __m256 xv = _mm256_set1_ps(xr[j]);
+              a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[0][j])));
+              a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[1][j])));
+              a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[2][j])));
+              a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[3][j])));
+            }
+            _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
+            _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
+          } else {
+            for (int g = 0; g < G; ++g) {
+              __m256 a = _mm256_load_ps(acc[t][g]);
+              for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[g][j])));
+              _mm256_store_ps(acc[t][g], a);
+            }
+          }
+        }
+      }
+      for (int t = 0; t < tc; ++t)
+        for (int r = 0; r < rows_here; ++r) {
+          const int lane = lane0 + r;
+          y[(t0 + t) * y_stride + n0 + r] = apply_round(acc[t][lane / kPanelRows][lane % kPanelRows], round);
+        }
+    }
+    n0 += rows_here;
+  }
+}
+
+#endif  // DS41_HOST_GGML_PANELS
+
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights (usable(w)).
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                         OutRound round, int n_begin, int n_end) {
+#if defined(DS41_HOST_GGML_PANELS)
+  if (w.layout == WeightLayout::kPanels8) return linear_rows_panels(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+#endif
+  if (w.layout == WeightLayout::kPanels8) return linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   const int K = w.cols;
   const long row_bytes = w.row_bytes();
   const int be = ggml_block_elems(w.ggml_type), bb = ggml_block_bytes(w.ggml_type);

@@ -1,0 +1,163 @@
+// ds41/core/ggml_panels.hpp — GGUF blocks repacked, byte for byte, into 8-row panels, so that the
+// host Linear reads eight rows' codes of one column as one small integer (issue 39: "at most a
+// repack of the same size").
+//
+// Why: the host's Linear keeps each output's sum in K order (gemv.hpp: lanes are rows), so it needs
+// column vectors of 8 rows. Decoding 8 rows' blocks and transposing the floats costs more than the
+// sums themselves; a panel stores the 8 rows' code bits of a column side by side instead, and a
+// column decodes with one broadcast, one variable shift and one mask per field.
+//
+// A panel block holds block b of 8 consecutive rows: first the 8 rows' header bytes (the block's
+// f16 scales and packed sub-block scales, row after row, each in its block order), then each code
+// field's columns: field f of width w bits (Q4_K's nibbles: 4; Q5_K's fifth bit: 1; Q8_0's int8:
+// 8) takes w bytes per column, row i's code in bits [w·i, w·i + w) of that little-endian integer.
+// The header ranges and fields of each type cover every byte of its block (GgmlPanelLayout), so
+// unpack() gives back the row's block exactly, and the definition (core/ggml_quants.hpp) reads it.
+// F16 is its own case: a panel block is one column, the 8 rows' f16 values.
+//
+// IQ2_XXS (grid indices over 8 elements) has no per-element code field and is not repacked.
+#pragma once
+#include <cstdint>
+#include "ggml_quants.hpp"
+
+#include "fp_exact_begin.hpp"
+namespace ds41 {
+
+/// Where a type's header bytes and code fields lie in its block.
+struct GgmlPanelLayout {
+  int header_begin[2] = {0, 0}, header_end[2] = {0, 0};  // byte ranges kept per row (the second may be empty)
+  int fields = 0;                                         // code fields (1 or 2)
+  int width[2] = {0, 0};                                  // bits of each field per element
+};
+
+/// Whether a kept ggml type is repacked into panels.
+DS41_HD constexpr bool ggml_panel_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: case GgmlType::kQ6_K: return true;
+    default: return false;
+  }
+}
+
+DS41_HD constexpr GgmlPanelLayout ggml_panel_layout(GgmlType t) {
+  GgmlPanelLayout l;
+  switch (t) {
+    case GgmlType::kQ8_0: l.header_end[0] = 2, l.fields = 1, l.width[0] = 8; break;
+    case GgmlType::kQ2_K:
+      l.header_end[0] = 16, l.header_begin[1] = 80, l.header_end[1] = 84, l.fields = 1, l.width[0] = 2;
+      break;
+    case GgmlType::kQ3_K: l.header_begin[0] = 96, l.header_end[0] = 110, l.fields = 2, l.width[0] = 2, l.width[1] = 1; break;
+    case GgmlType::kQ4_K: l.header_end[0] = 16, l.fields = 1, l.width[0] = 4; break;
+    case GgmlType::kQ5_K: l.header_end[0] = 16, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
+    case GgmlType::kQ6_K: l.header_begin[0] = 192, l.header_end[0] = 210, l.fields = 2, l.width[0] = 4, l.width[1] = 2; break;
+    default: break;
+  }
+  return l;
+}
+DS41_HD constexpr int ggml_panel_header_bytes(GgmlType t) {
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  return l.header_end[0] - l.header_begin[0] + l.header_end[1] - l.header_begin[1];
+}
+/// Bytes of one panel block: 8 blocks (F16: 8 values).
+DS41_HD constexpr long ggml_panel_block_bytes(GgmlType t) { return 8L * ggml_block_bytes(t); }
+/// Byte offset of field f's columns in a panel block.
+DS41_HD constexpr int ggml_panel_field_offset(GgmlType t, int f) {
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  return 8 * ggml_panel_header_bytes(t) + (f == 0 ? 0 : ggml_block_elems(t) * l.width[0]);
+}
+
+/// Where field f of element e lies in a block of t: its byte and the shift of its bits.
+DS41_HD constexpr void ggml_code_place(GgmlType t, int f, int e, int* byte, int* shift) {
+  switch (t) {
+    case GgmlType::kQ8_0: *byte = 2 + e, *shift = 0; return;
+    case GgmlType::kQ2_K: {  // sub-block s of 16: bits 2·((s%8)/2) of qs[32·(s/8) + 16·(s%2) + l]
+      const int s = e / 16, l = e % 16;
+      *byte = 16 + 32 * (s / 8) + 16 * (s % 2) + l, *shift = 2 * ((s % 8) / 2);
+      return;
+    }
+    case GgmlType::kQ3_K: {  // low bits as Q2_K's at qs = 32; high bit 4·(s/8) + (s%8)/2 of hmask[16·(s%2) + l]
+      const int s = e / 16, l = e % 16;
+      if (f == 0) *byte = 32 + 32 * (s / 8) + 16 * (s % 2) + l, *shift = 2 * ((s % 8) / 2);
+      else *byte = 16 * (s % 2) + l, *shift = 4 * (s / 8) + (s % 8) / 2;
+      return;
+    }
+    case GgmlType::kQ4_K: {  // sub-block j of 32: nibble j%2 of qs[32·(j/2) + l]
+      const int j = e / 32, l = e % 32;
+      *byte = 16 + 32 * (j / 2) + l, *shift = 4 * (j % 2);
+      return;
+    }
+    case GgmlType::kQ5_K: {  // as Q4_K at qs = 48; fifth bit j of qh[l]
+      const int j = e / 32, l = e % 32;
+      if (f == 0) *byte = 48 + 32 * (j / 2) + l, *shift = 4 * (j % 2);
+      else *byte = 16 + l, *shift = j;
+      return;
+    }
+    case GgmlType::kQ6_K: {  // half h, quarter k: nibble k/2 of ql[64h + 32(k%2) + l]; bits 2k of qh[32h + l]
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      if (f == 0) *byte = 64 * h + 32 * (k % 2) + l, *shift = 4 * (k / 2);
+      else *byte = 128 + 32 * h + l, *shift = 2 * k;
+      return;
+    }
+    default: *byte = 0, *shift = 0; return;
+  }
+}
+
+/// Packs block b of 8 rows (rows[i]: row i's block, nullptr: a padding row of zero bytes) into
+/// one panel block `out` (ggml_panel_block_bytes(t) bytes).
+DS41_HD void ggml_panel_pack(GgmlType t, const uint8_t* const rows[8], uint8_t* out) {
+  const long pbb = ggml_panel_block_bytes(t);
+  for (long i = 0; i < pbb; ++i) out[i] = 0;
+  if (t == GgmlType::kF16) {
+    for (int i = 0; i < 8; ++i)
+      if (rows[i]) out[2 * i] = rows[i][0], out[2 * i + 1] = rows[i][1];
+    return;
+  }
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  const int H = ggml_panel_header_bytes(t), be = ggml_block_elems(t);
+  for (int i = 0; i < 8; ++i) {
+    if (!rows[i]) continue;
+    int at = H * i;
+    for (int r = 0; r < 2; ++r)
+      for (int o = l.header_begin[r]; o < l.header_end[r]; ++o) out[at++] = rows[i][o];
+    for (int f = 0; f < l.fields; ++f) {
+      const int w = l.width[f];
+      uint8_t* col0 = out + ggml_panel_field_offset(t, f);
+      for (int e = 0; e < be; ++e) {
+        int byte, shift;
+        ggml_code_place(t, f, e, &byte, &shift);
+        const unsigned code = (rows[i][byte] >> shift) & ((1u << w) - 1u);
+        const int bit = w * i;  // within column e's w bytes
+        col0[e * w + bit / 8] |= static_cast<uint8_t>(code << (bit % 8));
+      }
+    }
+  }
+}
+
+/// Row i's block back from a panel block (the inverse of ggml_panel_pack): `block` gets
+/// ggml_block_bytes(t) bytes.
+DS41_HD void ggml_panel_unpack(GgmlType t, const uint8_t* in, int i, uint8_t* block) {
+  if (t == GgmlType::kF16) {
+    block[0] = in[2 * i], block[1] = in[2 * i + 1];
+    return;
+  }
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  const int H = ggml_panel_header_bytes(t), be = ggml_block_elems(t), bb = ggml_block_bytes(t);
+  for (int o = 0; o < bb; ++o) block[o] = 0;
+  int at = H * i;
+  for (int r = 0; r < 2; ++r)
+    for (int o = l.header_begin[r]; o < l.header_end[r]; ++o) block[o] = in[at++];
+  for (int f = 0; f < l.fields; ++f) {
+    const int w = l.width[f];
+    const uint8_t* col0 = in + ggml_panel_field_offset(t, f);
+    for (int e = 0; e < be; ++e) {
+      int byte, shift;
+      ggml_code_place(t, f, e, &byte, &shift);
+      const int bit = w * i;
+      const unsigned code = (col0[e * w + bit / 8] >> (bit % 8)) & ((1u << w) - 1u);
+      block[byte] |= static_cast<uint8_t>(code << shift);
+    }
+  }
+}
+
+}  // namespace ds41
+#include "fp_exact_end.hpp"
