@@ -17,6 +17,7 @@
 //
 // IQ2_XXS (grid indices over 8 elements) has no per-element code field and is not repacked.
 #pragma once
+#include <array>
 #include <cstdint>
 #include "ggml_quants.hpp"
 
@@ -102,33 +103,63 @@ DS41_HD constexpr void ggml_code_place(GgmlType t, int f, int e, int* byte, int*
   }
 }
 
+/// Each code field's place in the block, element by element (ggml_code_place as tables: the
+/// packer's inner loop reads them instead of dividing).
+struct GgmlPanelPlaces {
+  uint8_t byte[2][256] = {}, shift[2][256] = {};
+};
+inline const GgmlPanelPlaces& ggml_panel_places(GgmlType t) {
+  static const auto tables = [] {
+    std::array<GgmlPanelPlaces, 64> all{};  // indexed by type id (the panel types are below 64)
+    for (GgmlType g : {GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+      GgmlPanelPlaces& p = all[static_cast<size_t>(g)];
+      for (int f = 0; f < ggml_panel_layout(g).fields; ++f)
+        for (int e = 0; e < ggml_block_elems(g); ++e) {
+          int byte, shift;
+          ggml_code_place(g, f, e, &byte, &shift);
+          p.byte[f][e] = static_cast<uint8_t>(byte), p.shift[f][e] = static_cast<uint8_t>(shift);
+        }
+    }
+    return all;
+  }();
+  return tables[static_cast<size_t>(t)];
+}
+
 /// Packs block b of 8 rows (rows[i]: row i's block, nullptr: a padding row of zero bytes) into
-/// one panel block `out` (ggml_panel_block_bytes(t) bytes).
-DS41_HD void ggml_panel_pack(GgmlType t, const uint8_t* const rows[8], uint8_t* out) {
-  const long pbb = ggml_panel_block_bytes(t);
-  for (long i = 0; i < pbb; ++i) out[i] = 0;
+/// one panel block `out` (ggml_panel_block_bytes(t) bytes). Host only (the tables).
+inline void ggml_panel_pack(GgmlType t, const uint8_t* const rows_in[8], uint8_t* out) {
+  static constexpr uint8_t kZero[256] = {};
+  const uint8_t* rows[8];
+  for (int i = 0; i < 8; ++i) rows[i] = rows_in[i] ? rows_in[i] : kZero;
   if (t == GgmlType::kF16) {
-    for (int i = 0; i < 8; ++i)
-      if (rows[i]) out[2 * i] = rows[i][0], out[2 * i + 1] = rows[i][1];
+    for (int i = 0; i < 8; ++i) out[2 * i] = rows[i][0], out[2 * i + 1] = rows[i][1];
     return;
   }
   const GgmlPanelLayout l = ggml_panel_layout(t);
+  const GgmlPanelPlaces& places = ggml_panel_places(t);
   const int H = ggml_panel_header_bytes(t), be = ggml_block_elems(t);
   for (int i = 0; i < 8; ++i) {
-    if (!rows[i]) continue;
-    int at = H * i;
-    for (int r = 0; r < 2; ++r)
-      for (int o = l.header_begin[r]; o < l.header_end[r]; ++o) out[at++] = rows[i][o];
-    for (int f = 0; f < l.fields; ++f) {
-      const int w = l.width[f];
-      uint8_t* col0 = out + ggml_panel_field_offset(t, f);
-      for (int e = 0; e < be; ++e) {
-        int byte, shift;
-        ggml_code_place(t, f, e, &byte, &shift);
-        const unsigned code = (rows[i][byte] >> shift) & ((1u << w) - 1u);
-        const int bit = w * i;  // within column e's w bytes
-        col0[e * w + bit / 8] |= static_cast<uint8_t>(code << (bit % 8));
-      }
+    uint8_t* h = out + H * i;
+    for (int r = 0; r < 2; ++r) {
+      const int len = l.header_end[r] - l.header_begin[r];
+      for (int o = 0; o < len; ++o) h[o] = rows[i][l.header_begin[r] + o];
+      h += len;
+    }
+  }
+  for (int f = 0; f < l.fields; ++f) {
+    const int w = l.width[f];
+    const unsigned mask = (1u << w) - 1u;
+    uint8_t* col0 = out + ggml_panel_field_offset(t, f);
+    if (w == 8) {  // whole bytes (Q8_0): a byte transpose
+      for (int e = 0; e < be; ++e)
+        for (int i = 0; i < 8; ++i) col0[8 * e + i] = rows[i][places.byte[f][e]];
+      continue;
+    }
+    for (int e = 0; e < be; ++e) {
+      const int byte = places.byte[f][e], shift = places.shift[f][e];
+      uint64_t word = 0;
+      for (int i = 0; i < 8; ++i) word |= static_cast<uint64_t>((rows[i][byte] >> shift) & mask) << (w * i);
+      for (int k = 0; k < w; ++k) col0[e * w + k] = static_cast<uint8_t>(word >> (8 * k));  // little-endian
     }
   }
 }

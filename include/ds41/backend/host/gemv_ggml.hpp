@@ -61,7 +61,20 @@ inline MatrixView pack(const MatrixView& src, uint8_t* out) {
   const long blocks = src.cols / ggml_block_elems(t), bb = ggml_block_bytes(t), pbb = ggml_panel_block_bytes(t);
   const long rb = src.row_bytes(), panels = (src.rows + kPanelRows - 1) / kPanelRows;
   const auto* data = static_cast<const uint8_t*>(src.data);
-  for (long p = 0; p < panels; ++p)
+  if (t == GgmlType::kF16) {  // a panel block is one column's 8 values: interleave the rows' f16s
+    for (long p = 0; p < panels; ++p)
+      for (int i = 0; i < kPanelRows; ++i) {
+        const long r = p * kPanelRows + i;
+        uint8_t* o = out + p * blocks * pbb + 2 * i;
+        if (r >= src.rows) {
+          for (long k = 0; k < blocks; ++k) o[k * pbb] = 0, o[k * pbb + 1] = 0;
+          continue;
+        }
+        const uint8_t* row = data + r * rb;
+        for (long k = 0; k < blocks; ++k) o[k * pbb] = row[2 * k], o[k * pbb + 1] = row[2 * k + 1];
+      }
+  }
+  for (long p = 0; p < panels && t != GgmlType::kF16; ++p)
     for (long b = 0; b < blocks; ++b) {
       const uint8_t* rows[kPanelRows];
       for (int i = 0; i < kPanelRows; ++i) {
