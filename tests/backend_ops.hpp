@@ -90,6 +90,36 @@ void linear_ops(std::mt19937& rng, std::vector<OpResult>& out) {
       }
 }
 
+/// Linear over a GGUF file's blocks kept as stored (WeightFormat::kGgmlBlocks): every kept type
+/// against MatrixView::dot on the row-major blocks (the f32 Linear on their values), T = 1..16;
+/// the backend may repack them (the host's 8-row panels).
+template <class B>
+void ggml_linear_ops(std::mt19937& rng, std::vector<OpResult>& out) {
+  const GgmlType types[] = {GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,   GgmlType::kQ4_K,
+                            GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ2_XXS, GgmlType::kF16};
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  for (GgmlType g : types)
+    for (const auto& [rows, cols] : {std::pair<int, int>{70, 512}, {9, 256}, {33, 768}})
+      for (int T : {1, 2, 5, 16}) {
+        const int K = g == GgmlType::kF16 ? cols - 3 : cols;  // F16 rows of any length
+        const HostTensor t = HostTensor::from_ggml_blocks({rows, K}, g, random_ggml_blocks(g, rows, K, rng));
+        Matrix<B> m(t);
+        std::vector<float> x(static_cast<size_t>(T) * K);
+        for (auto& e : x) e = uni(rng);
+        const OutRound round = T % 2 ? OutRound::kBF16 : OutRound::kF32;
+        auto dx = to_backend<B>(x);
+        auto dy = B::template alloc<float>(static_cast<size_t>(T) * rows);
+        B::linear(dx.data(), T, K, m.view(), dy.data(), rows, round);
+        const auto y = from_backend<B>(dy, static_cast<size_t>(T) * rows);
+        std::vector<float> ref(y.size());
+        for (int r = 0; r < T; ++r)
+          for (int i = 0; i < rows; ++i) ref[r * rows + i] = apply_round(t.view().dot(x.data() + r * K, i), round);
+        out.push_back({"linear", std::string(ggml_type_info(g).name) + " blocks " + std::to_string(rows) + "x" +
+                                     std::to_string(K) + " T=" + std::to_string(T),
+                       static_cast<long>(ref.size()), count_mismatches(y, ref)});
+      }
+}
+
 /// sparse_attention: out[t, h] = sparse_attn_head(q[t, h], kv, idx[t], ...), -1 entries masked.
 template <class B>
 void attention_ops(std::mt19937& rng, std::vector<OpResult>& out) {
@@ -227,6 +257,7 @@ std::vector<OpResult> run_backend_ops(unsigned seed = 41) {
   std::mt19937 rng(seed);
   std::vector<OpResult> out;
   linear_ops<B>(rng, out);
+  ggml_linear_ops<B>(rng, out);
   attention_ops<B>(rng, out);
   index_score_ops<B>(rng, out);
   row_ops<B>(rng, out);

@@ -15,51 +15,16 @@
 #include <vector>
 #include "ds41/backend/host.hpp"
 #include "ds41/model/weights.hpp"
+#include "random_weights.hpp"
 
 using namespace ds41;
 
 namespace {
 
-/// Where a block of `t` keeps its f16 scales (d, and dmin for the types with mins).
-std::vector<int> f16_scale_offsets(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kIQ2_XXS: return {0};
-    case GgmlType::kQ2_K: return {80, 82};
-    case GgmlType::kQ3_K: return {108};
-    case GgmlType::kQ4_K: case GgmlType::kQ5_K: return {0, 2};
-    case GgmlType::kQ6_K: return {208};
-    default: return {};
-  }
-}
-
-/// A random finite f16: mostly normal numbers of the sizes weights have, some subnormal or zero.
-uint16_t random_f16(std::mt19937_64& rng) {
-  const uint16_t sign = static_cast<uint16_t>((rng() & 1) << 15);
-  switch (rng() % 16) {
-    case 0: return sign;                                                     // ±0
-    case 1: return static_cast<uint16_t>(sign | (1 + rng() % 0x3FF));        // subnormal
-    default: return static_cast<uint16_t>(sign | (3 + rng() % 15) << 10 | (rng() & 0x3FF));  // 2^-12 .. 2^2
-  }
-}
-
-/// rows x cols of `t` as a file holds them.
+/// rows x cols of `t` as a file holds them (tests/random_weights.hpp).
 std::vector<uint8_t> random_blocks(GgmlType t, long rows, int cols, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const long row_bytes = ggml_row_bytes(t, cols);
-  std::vector<uint8_t> b(static_cast<size_t>(rows * row_bytes));
-  for (auto& v : b) v = static_cast<uint8_t>(rng());
-  const auto put = [&](size_t at) {
-    const uint16_t h = random_f16(rng);
-    b[at] = static_cast<uint8_t>(h & 0xFF), b[at + 1] = static_cast<uint8_t>(h >> 8);
-  };
-  if (t == GgmlType::kF16) {
-    for (size_t i = 0; i < b.size(); i += 2) put(i);
-    return b;
-  }
-  const int bb = ggml_block_bytes(t);
-  for (size_t blk = 0; blk < b.size(); blk += static_cast<size_t>(bb))
-    for (int off : f16_scale_offsets(t)) put(blk + static_cast<size_t>(off));
-  return b;
+  return testing::random_ggml_blocks(t, rows, cols, rng);
 }
 
 std::vector<float> random_input(long n, uint64_t seed) {

@@ -306,6 +306,7 @@ struct MatrixView {
         uint8_t byte = group[fp4_panel_code_byte(i, k % 8)];
         return e2m1_decode(k % 8 >= 4 ? (byte >> 4) : (byte & 0xF));
       }
+      case WeightFormat::kGgmlBlocks: break;  // above
     }
     return 0.0f;
   }

@@ -497,6 +497,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
       case WeightFormat::kFp4Block32:
         return linear_rows_with<Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end,
                                                   T == 1 ? prepared.fp4_products : nullptr);
+      case WeightFormat::kGgmlBlocks: break;  // host/gemv_ggml.hpp, above
     }
   }
 #endif

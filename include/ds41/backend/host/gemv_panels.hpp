@@ -402,6 +402,7 @@ inline void linear_rows(const float* x, const float* xs, long T, long x_stride, 
       return linear_rows_with<Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
     case WeightFormat::kFp4Block32:
       return linear_rows_with<Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+    case WeightFormat::kGgmlBlocks: return;  // never these panels (host/gemv_ggml.hpp has its own)
   }
 }
 
