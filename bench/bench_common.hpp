@@ -85,6 +85,7 @@ inline size_t payload_bytes(WeightFormat f, long rows, long cols) {
     case WeightFormat::kBF16: return rows * cols * 2;
     case WeightFormat::kFp8Block32: return rows * cols;
     case WeightFormat::kFp4Block32: return rows * cols / 2;
+    case WeightFormat::kGgmlBlocks: return 0;  // depends on the type: stored_bytes(view)
   }
   return 0;
 }
@@ -93,6 +94,8 @@ inline size_t payload_bytes(WeightFormat f, long rows, long cols) {
 /// panels' packed size (host_panels::packed_bytes; fp4 block scales as e8m0 bytes, fp8's
 /// per-block subnormal flags), else the row-major payload and f32 block scales.
 inline double stored_bytes(const MatrixView& v) {
+  if (v.format == WeightFormat::kGgmlBlocks)  // GGUF blocks: row-major or the host's panels, the same bytes a row
+    return static_cast<double>(v.layout == WeightLayout::kPanels8 ? (v.rows + 7) / 8 * 8 : v.rows) * v.row_bytes();
   if (v.layout == WeightLayout::kPanels8) return static_cast<double>(host_panels::packed_bytes(v.format, v.rows, v.cols));
   const double kblocks = (v.cols + 31) / 32;
   const double scales = v.format == WeightFormat::kFp8Block32   ? (v.rows + 31) / 32 * kblocks
