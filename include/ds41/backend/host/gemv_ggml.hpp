@@ -245,97 +245,133 @@ inline __m256 scaled_lanes(__m256 d, const int32_t sc[8]) {
 }
 
 /// Columns [0, n) of panel blocks starting at `pb` (n: whole blocks; F16: any n) into cols.
-inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[8]) {
+/// Columns [0, n) of G panels' blocks (pb[g]: panel g's first block; n whole blocks, F16 any n):
+/// sink(e, v) with v[g] column e of panel g. The G panels advance side by side so that a sink that
+/// adds into G accumulators runs G independent chains (the decode GEMV's fused path).
+template <int G, class Sink>
+inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& sink) {
   using namespace ggml_detail;
-  alignas(32) uint8_t hdr[kPanelRows][256];
+  alignas(32) uint8_t hdr[G][kPanelRows][256];
   alignas(32) int32_t sc[8], mn[8];
+  __m256 v[G], vd[G], vm[G], d[G], dmin[G];
+  // the headers at their block offsets, and each panel's d (at `at_d`) and dmin (`at_dmin`, or none)
+  const auto headers = [&](int at_d, int at_dmin) {
+    for (int g = 0; g < G; ++g) {
+      panel_headers(t, pb[g], hdr[g]);
+      d[g] = f16_lanes(hdr[g], at_d);
+      if (at_dmin >= 0) dmin[g] = f16_lanes(hdr[g], at_dmin);
+    }
+  };
   switch (t) {
     case GgmlType::kF16:
-      for (int j = 0; j < n; ++j)
-        _mm256_store_ps(cols[j], _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 16 * j))));
+      for (int e = 0; e < n; ++e) {
+        for (int g = 0; g < G; ++g) v[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + 16 * e)));
+        sink(e, v);
+      }
       return;
     case GgmlType::kQ8_0:
-      for (int b = 0; b < n / 32; ++b, pb += 8 * 34) {
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
-        const uint8_t* q = pb + 16;
+      for (int b = 0; b < n / 32; ++b) {
+        const long at = static_cast<long>(b) * 8 * 34;
+        for (int g = 0; g < G; ++g) vd[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + at)));
         for (int j = 0; j < 32; ++j) {
-          const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * j)));
-          _mm256_store_ps(cols[32 * b + j], _mm256_mul_ps(_mm256_cvtepi32_ps(c), d));
+          for (int g = 0; g < G; ++g) {
+            const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb[g] + at + 16 + 8 * j)));
+            v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(c), vd[g]);
+          }
+          sink(32 * b + j, v);
         }
       }
       return;
     case GgmlType::kQ2_K: {
-      panel_headers(t, pb, hdr);
-      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
-      const __m256 d = f16_lanes(hdr, 80), dmin = f16_lanes(hdr, 82);
+      headers(80, 82);
+      const int q = ggml_panel_field_offset(t, 0);
       for (int s = 0; s < 16; ++s) {
-        for (int i = 0; i < 8; ++i) sc[i] = hdr[i][s] & 0xF, mn[i] = hdr[i][s] >> 4;
-        const __m256 vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
+        for (int g = 0; g < G; ++g) {
+          for (int i = 0; i < 8; ++i) sc[i] = hdr[g][i][s] & 0xF, mn[i] = hdr[g][i][s] >> 4;
+          vd[g] = scaled_lanes(d[g], sc), vm[g] = scaled_lanes(dmin[g], mn);
+        }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          const __m256 v = _mm256_cvtepi32_ps(lane_codes<2>(load_u16(q + 2 * e)));
-          _mm256_store_ps(cols[e], _mm256_sub_ps(_mm256_mul_ps(vd, v), vm));
+          for (int g = 0; g < G; ++g)
+            v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(lane_codes<2>(load_u16(pb[g] + q + 2 * e)))), vm[g]);
+          sink(e, v);
         }
       }
       return;
     }
     case GgmlType::kQ3_K: {
-      panel_headers(t, pb, hdr);
-      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
-      const uint8_t* hm = pb + ggml_panel_field_offset(t, 1);
+      headers(108, -1);
+      const int q = ggml_panel_field_offset(t, 0), hm = ggml_panel_field_offset(t, 1);
       const __m256i four = _mm256_set1_epi32(4);
-      const __m256 d = f16_lanes(hdr, 108);
       for (int s = 0; s < 16; ++s) {
-        for (int i = 0; i < 8; ++i) sc[i] = q3_K_scale(hdr[i] + 96, s);
-        const __m256 vd = scaled_lanes(d, sc);
+        for (int g = 0; g < G; ++g) {
+          for (int i = 0; i < 8; ++i) sc[i] = q3_K_scale(hdr[g][i] + 96, s);
+          vd[g] = scaled_lanes(d[g], sc);
+        }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          // low bits − (high bit clear ? 4 : 0) = low − 4 + 4·high
-          const __m256i c = _mm256_add_epi32(_mm256_sub_epi32(lane_codes<2>(load_u16(q + 2 * e)), four),
-                                             _mm256_slli_epi32(lane_codes<1>(hm[e]), 2));
-          _mm256_store_ps(cols[e], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)));
+          for (int g = 0; g < G; ++g) {
+            // low bits − (high bit clear ? 4 : 0) = low − 4 + 4·high
+            const __m256i c = _mm256_add_epi32(_mm256_sub_epi32(lane_codes<2>(load_u16(pb[g] + q + 2 * e)), four),
+                                               _mm256_slli_epi32(lane_codes<1>(pb[g][hm + e]), 2));
+            v[g] = _mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c));
+          }
+          sink(e, v);
         }
       }
       return;
     }
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K: {
-      panel_headers(t, pb, hdr);
-      const uint8_t* q = pb + ggml_panel_field_offset(t, 0);
-      const uint8_t* qh = t == GgmlType::kQ5_K ? pb + ggml_panel_field_offset(t, 1) : nullptr;
-      const __m256 d = f16_lanes(hdr, 0), dmin = f16_lanes(hdr, 2);
+      headers(0, 2);
+      const int q = ggml_panel_field_offset(t, 0);
+      const int qh = t == GgmlType::kQ5_K ? ggml_panel_field_offset(t, 1) : -1;
       for (int j = 0; j < 8; ++j) {
-        for (int i = 0; i < 8; ++i) k_scale_min(hdr[i] + 4, j, &sc[i], &mn[i]);
-        const __m256 vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
+        for (int g = 0; g < G; ++g) {
+          for (int i = 0; i < 8; ++i) k_scale_min(hdr[g][i] + 4, j, &sc[i], &mn[i]);
+          vd[g] = scaled_lanes(d[g], sc), vm[g] = scaled_lanes(dmin[g], mn);
+        }
         for (int l = 0; l < 32; ++l) {
           const int e = 32 * j + l;
-          __m256i c = lane_codes<4>(load_u32(q + 4 * e));
-          if (qh) c = _mm256_add_epi32(c, _mm256_slli_epi32(lane_codes<1>(qh[e]), 4));
-          _mm256_store_ps(cols[e], _mm256_sub_ps(_mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)), vm));
+          for (int g = 0; g < G; ++g) {
+            __m256i c = lane_codes<4>(load_u32(pb[g] + q + 4 * e));
+            if (qh >= 0) c = _mm256_add_epi32(c, _mm256_slli_epi32(lane_codes<1>(pb[g][qh + e]), 4));
+            v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c)), vm[g]);
+          }
+          sink(e, v);
         }
       }
       return;
     }
     case GgmlType::kQ6_K: {
-      panel_headers(t, pb, hdr);
-      const uint8_t* ql = pb + ggml_panel_field_offset(t, 0);
-      const uint8_t* qh = pb + ggml_panel_field_offset(t, 1);
+      headers(208, -1);
+      const int ql = ggml_panel_field_offset(t, 0), qh = ggml_panel_field_offset(t, 1);
       const __m256i off = _mm256_set1_epi32(32);
-      const __m256 d = f16_lanes(hdr, 208);
       for (int s = 0; s < 16; ++s) {  // 16 elements share a scale: scales[e / 16]
-        for (int i = 0; i < 8; ++i) sc[i] = static_cast<int8_t>(hdr[i][192 + s]);
-        const __m256 vd = scaled_lanes(d, sc);
+        for (int g = 0; g < G; ++g) {
+          for (int i = 0; i < 8; ++i) sc[i] = static_cast<int8_t>(hdr[g][i][192 + s]);
+          vd[g] = scaled_lanes(d[g], sc);
+        }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          const __m256i c = _mm256_sub_epi32(
-              _mm256_or_si256(lane_codes<4>(load_u32(ql + 4 * e)), _mm256_slli_epi32(lane_codes<2>(load_u16(qh + 2 * e)), 4)), off);
-          _mm256_store_ps(cols[e], _mm256_mul_ps(vd, _mm256_cvtepi32_ps(c)));
+          for (int g = 0; g < G; ++g) {
+            const __m256i c = _mm256_sub_epi32(_mm256_or_si256(lane_codes<4>(load_u32(pb[g] + ql + 4 * e)),
+                                                               _mm256_slli_epi32(lane_codes<2>(load_u16(pb[g] + qh + 2 * e)), 4)),
+                                               off);
+            v[g] = _mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c));
+          }
+          sink(e, v);
         }
       }
       return;
     }
     default: return;  // not a panel type
   }
+}
+
+/// One panel's columns [0, n) into cols[e] (the multi-row path's buffer).
+inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[8]) {
+  decode_panels<1>(t, &pb, n, [&](int e, const __m256* v) { _mm256_store_ps(cols[e], v[0]); });
 }
 
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights in panels.
@@ -357,6 +393,19 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
       std::memset(acc, 0, sizeof(acc));
       for (int k0 = 0; k0 < K; k0 += kSegment) {
         const int n = std::min(kSegment, K - k0);
+        if (tc == 1 && G == kGroups) {  // the decode GEMV: columns straight into four chains
+          const uint8_t* pb[kGroups];
+          for (int g = 0; g < kGroups; ++g) pb[g] = w.ggml_panel_block(s0 / kPanelRows + g, k0 / be);
+          const float* xr = x + t0 * x_stride + k0;
+          __m256 a[kGroups];
+          for (int g = 0; g < kGroups; ++g) a[g] = _mm256_load_ps(acc[0][g]);
+          decode_panels<kGroups>(w.ggml_type, pb, n, [&](int e, const __m256* v) {
+            const __m256 xv = _mm256_set1_ps(xr[e]);
+            for (int g = 0; g < kGroups; ++g) a[g] = _mm256_add_ps(a[g], _mm256_mul_ps(xv, v[g]));
+          });
+          for (int g = 0; g < kGroups; ++g) _mm256_store_ps(acc[0][g], a[g]);
+          continue;
+        }
         for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols[g]);
         for (int t = 0; t < tc; ++t) {
           const float* xr = x + (t0 + t) * x_stride + k0;
