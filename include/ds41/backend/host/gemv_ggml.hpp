@@ -379,7 +379,6 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
                                OutRound round, int n_begin, int n_end) {
   const int K = w.cols;
   const int be = ggml_block_elems(w.ggml_type);
-  const long pbb = ggml_panel_block_bytes(w.ggml_type);
   alignas(32) float cols[kGroups][kSegment][8];
   alignas(32) float acc[kRowChunk][kGroups][8];
   // the view may start inside a panel (row_slice): its row n is stored row w.row0 + n
