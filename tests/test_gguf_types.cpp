@@ -240,6 +240,68 @@ TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequa
   }
 }
 
+TEST_CASE("gguf types: streamed experts in block types are viewed in place, and a non-finite block is refused at read") {
+  const Wide& wide = wide_tiny();
+  TempDir dir;
+  WriteOptions opt;
+  opt.experts = TensorType::kQ4_K;
+  const WriteResult wr = write_model(wide.config, wide.weights, dir.file("v"), opt);
+  // (expert_source() makes a source each call: it is kept alive while its slices are read)
+  const auto read_expert = [&](const GgufWeights& gw, int layer, int e, std::vector<std::vector<uint8_t>>& bytes) {
+    const std::shared_ptr<const ExpertSource> src = gw.expert_source();
+    const ExpertSliceMap::Expert& ex = src->slices().at(layer, e);
+    bytes.assign(ex.parts.size(), {});
+    for (size_t i = 0; i < ex.parts.size(); ++i) {
+      bytes[i].resize(ex.parts[i].bytes);
+      gw.shards().read(ex.parts[i].shard, bytes[i].data(), ex.parts[i].bytes, ex.parts[i].offset, "test");
+    }
+  };
+  {
+    GgufWeights gw(wr.paths[0]);
+    std::vector<std::vector<uint8_t>> bytes;
+    read_expert(gw, 0, 1, bytes);
+    const uint8_t* parts[3] = {bytes[0].data(), bytes[1].data(), bytes[2].data()};
+    std::array<MatrixView, 3> views;
+    std::array<std::vector<float>, 3> scales;
+    const std::shared_ptr<const ExpertSource> src = gw.expert_source();
+    REQUIRE(src->views(0, 1, parts, views, scales));
+    const std::array<HostTensor, 3> decoded = src->decode(0, 1, parts);
+    for (int k = 0; k < 3; ++k) {
+      CHECK(views[k].format == WeightFormat::kGgmlBlocks);
+      CHECK(views[k].data == parts[k]);  // the staged bytes themselves
+      CHECK(decoded[k].format == WeightFormat::kGgmlBlocks);
+      CHECK(std::memcmp(decoded[k].payload.data(), parts[k], decoded[k].payload.size()) == 0);
+    }
+  }
+  // expert 1 of layer 0's w1: its second block's d = +inf, in the file
+  {
+    GgufShards s(wr.paths[0]);
+    const TensorInfo* t = s.find(blk(0, expert_tensor(1)));
+    REQUIRE(t != nullptr);
+    const uint64_t at = t->offset + t->bytes / t->dims[2] * 1 + 144 + 1;  // expert 1, block 1, d's high byte
+    std::fstream f(s.shard(t->shard).path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    const char hi = 0x7C;
+    f.write(&hi, 1);
+    f.seekp(static_cast<std::streamoff>(at - 1));
+    const char lo = 0x00;
+    f.write(&lo, 1);
+  }
+  GgufWeights gw(wr.paths[0]);
+  std::vector<std::vector<uint8_t>> bytes;
+  read_expert(gw, 0, 1, bytes);
+  const uint8_t* parts[3] = {bytes[0].data(), bytes[1].data(), bytes[2].data()};
+  std::array<MatrixView, 3> views;
+  std::array<std::vector<float>, 3> scales;
+  const std::shared_ptr<const ExpertSource> src = gw.expert_source();
+  const std::string e = error_of([&] { src->views(0, 1, parts, views, scales); });
+  CHECK(e.find(wr.paths[0]) != std::string::npos);
+  CHECK(e.find(blk(0, expert_tensor(1))) != std::string::npos);
+  CHECK(e.find("expert 1 of layer 0: Q4_K block 1 has non-finite values") != std::string::npos);
+  const std::string d = error_of([&] { src->decode(0, 1, parts); });
+  CHECK(d.find("Q4_K block 1 has non-finite values") != std::string::npos);
+}
+
 TEST_CASE("gguf types: the writer keeps a tensor whose rows are not whole blocks, and says so") {
   const golden::Golden& g = tiny();  // dim 64: no K-quant row fits
   TempDir dir;

@@ -55,6 +55,35 @@ class GgufExpertSource : public ExpertSource {
                                        std::to_string(layer));
     return out;
   }
+  /// Kept block types (Q8_0, Q2_K..Q6_K, IQ2_XXS, F16): the staged bytes themselves, which the host
+  /// packs straight into the arena slot (no HostTensor copy). A block with a non-finite scale is
+  /// refused here, as decode() refuses it. Other types: false (decode()).
+  bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
+             std::array<std::vector<float>, 3>& scales) const override {
+    for (int i = 0; i < 3; ++i)
+      if (!gguf::kept_block_type(types_[i][layer]) && types_[i][layer] != gguf::TensorType::kF16) return false;
+    for (int i = 0; i < 3; ++i) {
+      const GgmlType g = static_cast<GgmlType>(types_[i][layer]);
+      const long rows = shapes_[i][layer][0], cols = shapes_[i][layer][1];
+      DS41_CHECK(cols % ggml_block_elems(g) == 0, where_[i][layer], ": rows of ", cols, " are not whole ",
+                 gguf::tensor_type_name(types_[i][layer]), " blocks");
+      if (g != GgmlType::kF16) {
+        const long bad = ggml_first_nonfinite_block(g, parts[i], rows * (cols / ggml_block_elems(g)));
+        DS41_CHECK(bad < 0, where_[i][layer], ", expert ", e, " of layer ", layer, ": ",
+                   gguf::tensor_type_name(types_[i][layer]), " block ", bad,
+                   " has non-finite values (a NaN or infinite f16 scale)");
+      }
+      MatrixView v;
+      v.format = WeightFormat::kGgmlBlocks;
+      v.ggml_type = g;
+      v.rows = static_cast<int>(rows);
+      v.cols = static_cast<int>(cols);
+      v.data = parts[i];
+      out[i] = v;
+      scales[i].clear();
+    }
+    return true;
+  }
 
  private:
   /// The next layer of the map: w1/w2/w3 from the merged tensors name(1..3) of `s`, whose shards
