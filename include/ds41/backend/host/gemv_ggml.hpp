@@ -6,14 +6,19 @@
 //
 // Why lanes are rows (as gemv.hpp): each output is ONE chain of adds in K order; eight output rows
 // side by side run eight chains with one vector add. A tile is kGroups vectors of 8 rows (32 rows:
-// four independent chains for the decode GEMV). For each segment of up to kSegment columns (one
-// K-quant or IQ2_XXS super-block, eight Q8_0 blocks, 256 F16 values) the tile's rows are decoded
-// once into floats (the block decoders below, or core/ggml_quants.hpp's scalar ones), transposed
-// to columns, and applied to up to kRowChunk input rows, so a prefill decodes each block once per
-// 16 rows. Rows past the last whole 8-row vector go through MatrixView::dot.
+// four independent chains for the decode GEMV).
 //
-// Compiled for AVX2 when the translation unit has __AVX2__; otherwise (and in nvcc's device pass,
-// which never sees this) every row goes through MatrixView::dot.
+// Two layouts. The host's upload repacks Q8_0, Q2_K..Q6_K and F16 into 8-row panels of the same
+// bytes (core/ggml_panels.hpp), where a column of 8 rows decodes straight into a vector (a
+// broadcast, a variable shift and a mask per code field): the decode GEMV decodes the tile's four
+// panels side by side into its four chains; T > 1 decodes each 256-column segment once into a
+// column buffer and applies it to up to kRowChunk input rows. IQ2_XXS (and any view left row-major)
+// is decoded row by row (vector decoders below, else core/ggml_quants.hpp's scalar ones) and
+// transposed to columns, 8 rows at a time; rows past the last whole 8-row vector go through
+// MatrixView::dot.
+//
+// Compiled for AVX2 (panels: AVX2 and F16C) when the translation unit has it; otherwise (and in
+// nvcc's device pass, which never sees this) every row goes through MatrixView::dot.
 #pragma once
 #include <algorithm>
 #include <cstdint>
