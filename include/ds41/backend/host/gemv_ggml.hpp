@@ -192,6 +192,34 @@ inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
   }
 }
 
+/// acc[t][g] += x[t][j] · cols[g][j] for j < n, in j order, for tc input rows (row t at x + t ·
+/// x_stride) and G 8-row groups: the f32 Linear's mul and add per lane, each rounded on its own.
+inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, const float (*cols)[kSegment][8],
+                          float (*acc)[kGroups][8]) {
+  for (int t = 0; t < tc; ++t) {
+    const float* xr = x + t * x_stride;
+    if (G == kGroups) {  // four chains side by side
+      __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
+      __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
+      for (int j = 0; j < n; ++j) {
+        const __m256 xv = _mm256_set1_ps(xr[j]);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[0][j])));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[1][j])));
+        a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[2][j])));
+        a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[3][j])));
+      }
+      _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
+      _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
+    } else {
+      for (int g = 0; g < G; ++g) {
+        __m256 a = _mm256_load_ps(acc[t][g]);
+        for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[g][j])));
+        _mm256_store_ps(acc[t][g], a);
+      }
+    }
+  }
+}
+
 /// Values of columns [0, n) of one row's segment (n: a whole number of blocks, or F16's tail).
 inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
   switch (t) {
@@ -411,28 +439,7 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
           continue;
         }
         for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols[g]);
-        for (int t = 0; t < tc; ++t) {
-          const float* xr = x + (t0 + t) * x_stride + k0;
-          if (G == kGroups) {  // four chains side by side
-            __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
-            __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
-            for (int j = 0; j < n; ++j) {
-              const __m256 xv = _mm256_set1_ps(xr[j]);
-              a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[0][j])));
-              a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[1][j])));
-              a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[2][j])));
-              a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[3][j])));
-            }
-            _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
-            _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
-          } else {
-            for (int g = 0; g < G; ++g) {
-              __m256 a = _mm256_load_ps(acc[t][g]);
-              for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[g][j])));
-              _mm256_store_ps(acc[t][g], a);
-            }
-          }
-        }
+        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc);
       }
       for (int t = 0; t < tc; ++t)
         for (int r = 0; r < rows_here; ++r) {
@@ -482,28 +489,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
           for (; j < n; ++j)
             for (int i = 0; i < 8; ++i) cols[g][j][i] = rowbuf[i][j];
         }
-        for (int t = 0; t < tc; ++t) {
-          const float* xr = x + (t0 + t) * x_stride + k0;
-          if (G == kGroups) {  // four chains side by side
-            __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
-            __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
-            for (int j = 0; j < n; ++j) {
-              const __m256 xv = _mm256_set1_ps(xr[j]);
-              a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[0][j])));
-              a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[1][j])));
-              a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[2][j])));
-              a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[3][j])));
-            }
-            _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
-            _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
-          } else {
-            for (int g = 0; g < G; ++g) {
-              __m256 a = _mm256_load_ps(acc[t][g]);
-              for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[g][j])));
-              _mm256_store_ps(acc[t][g], a);
-            }
-          }
-        }
+        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc);
       }
       for (int t = 0; t < tc; ++t)
         for (int g = 0; g < G; ++g)
