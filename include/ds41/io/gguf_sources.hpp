@@ -61,7 +61,7 @@ class GgufExpertSource : public ExpertSource {
   bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
              std::array<std::vector<float>, 3>& scales) const override {
     for (int i = 0; i < 3; ++i)
-      if (!gguf::kept_block_type(types_[i][layer]) && types_[i][layer] != gguf::TensorType::kF16) return false;
+      if (!ggml_linear_type(static_cast<GgmlType>(types_[i][layer]))) return false;
     for (int i = 0; i < 3; ++i) {
       const GgmlType g = static_cast<GgmlType>(types_[i][layer]);
       const long rows = shapes_[i][layer][0], cols = shapes_[i][layer][1];

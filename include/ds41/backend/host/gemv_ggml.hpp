@@ -107,71 +107,10 @@ constexpr int kGroups = 4;      // 8-row vectors per tile
 constexpr int kSegment = 256;   // columns decoded at a time
 constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
 
-// ---------------------------------------------------------------- block decoders
-// Each writes the values of `n` columns of one row from `src` (the row's bytes at the segment's
-// first block) exactly as core/ggml_quants.hpp's scalar functions give them; the scalar function is
-// the definition and tests/test_ggml_quants.cpp holds both to ggml's vectors.
-
-/// Q8_0: q·d, one rounding (exact here: an f16 times an int8 fits a float).
-inline void decode_q8_0(const uint8_t* src, int n, float* out) {
-  for (int b = 0; b < n / 32; ++b) {
-    const uint8_t* blk = src + 34 * b;
-    const __m256 d = _mm256_set1_ps(ggml_detail::load_f16(blk));
-    for (int j = 0; j < 32; j += 8) {
-      const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + j)));
-      _mm256_storeu_ps(out + 32 * b + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-    }
-  }
-}
-
-/// F16: the IEEE half values (vcvtph2ps is exact, subnormals included).
-inline void decode_f16(const uint8_t* src, int n, float* out) {
-  int j = 0;
-#if defined(__F16C__)
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * j))));
-#endif
-  for (; j < n; ++j) out[j] = ggml_detail::load_f16(src + 2 * j);
-}
-
-/// Q4_K: per 32-column sub-block, (d·scale)·q − dmin·min, the product and the difference each
-/// rounded on their own (mul, then sub: never fused).
-inline void decode_q4_k(const uint8_t* blk, float* out) {
-  const float d = ggml_detail::load_f16(blk), dmin = ggml_detail::load_f16(blk + 2);
-  const __m256i low4 = _mm256_set1_epi32(0xF);
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    ggml_detail::k_scale_min(blk + 4, j, &sc, &m);
-    const __m256 dl = _mm256_set1_ps(d * static_cast<float>(sc)), ml = _mm256_set1_ps(dmin * static_cast<float>(m));
-    const uint8_t* q = blk + 16 + 32 * (j / 2);
-    const int shift = 4 * (j % 2);
-    for (int l = 0; l < 32; l += 8) {
-      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + l)));
-      const __m256 v = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, shift), low4));
-      _mm256_storeu_ps(out + 32 * j + l, _mm256_sub_ps(_mm256_mul_ps(dl, v), ml));
-    }
-  }
-}
-
-/// Q6_K: (d·scale)·q with q the 6-bit code minus 32.
-inline void decode_q6_k(const uint8_t* blk, float* out) {
-  const float d = ggml_detail::load_f16(blk + 208);
-  const __m256i low4 = _mm256_set1_epi32(0xF), two = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 4; ++k) {
-      const uint8_t* ql = blk + 64 * h + 32 * (k % 2);
-      const uint8_t* qh = blk + 128 + 32 * h;
-      for (int l = 0; l < 32; l += 8) {
-        const __m256i lo = _mm256_and_si256(
-            _mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ql + l))), 4 * (k / 2)), low4);
-        const __m256i hi = _mm256_and_si256(
-            _mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qh + l))), 2 * k), two);
-        const __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), off);
-        const __m256 dl = _mm256_set1_ps(d * static_cast<float>(static_cast<int8_t>(blk[192 + 8 * h + 2 * k + l / 16])));
-        _mm256_storeu_ps(out + 128 * h + 32 * k + l, _mm256_mul_ps(dl, _mm256_cvtepi32_ps(q)));
-      }
-    }
-}
+// ---------------------------------------------------------------- row decoders
+// The row-major path serves IQ2_XXS (which has no panels) and views left row-major; the panel
+// types decode column by column from their panels (below), so only IQ2_XXS has a vector row
+// decoder here and the rest take core/ggml_quants.hpp's scalar definition.
 
 /// IQ2_XXS: per 8 elements, a grid point's magnitudes times the group scale db, the signs flipped
 /// (db·mag, then ·±1: the negation is exact, so flipping the sign bit is the same).
@@ -222,14 +161,11 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
 
 /// Values of columns [0, n) of one row's segment (n: a whole number of blocks, or F16's tail).
 inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
-  switch (t) {
-    case GgmlType::kQ8_0: return decode_q8_0(src, n, out);
-    case GgmlType::kF16: return decode_f16(src, n, out);
-    case GgmlType::kQ4_K: return decode_q4_k(src, out);
-    case GgmlType::kQ6_K: return decode_q6_k(src, out);
-    case GgmlType::kIQ2_XXS: return decode_iq2_xxs(src, out);
-    default: return dequantize_ggml_linear_blocks(t, src, n / ggml_block_elems(t), out);  // F16 handled above
+  if (t == GgmlType::kIQ2_XXS) {
+    for (int b = 0; b < n / 256; ++b) decode_iq2_xxs(src + 66L * b, out + 256L * b);
+    return;
   }
+  dequantize_ggml_linear_blocks(t, src, t == GgmlType::kF16 ? n : n / ggml_block_elems(t), out);
 }
 
 #if defined(DS41_HOST_GGML_PANELS)
@@ -244,12 +180,8 @@ inline __m256i lane_codes(uint32_t word) {
   const __m256i shifts = _mm256_setr_epi32(0, W, 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W);
   return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), _mm256_set1_epi32((1 << W) - 1));
 }
-inline uint32_t load_u16(const uint8_t* p) { return static_cast<uint32_t>(p[0] | p[1] << 8); }
-inline uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using ggml_detail::load_u16;
+using ggml_detail::load_u32;
 
 /// The 8 rows' headers at their block offsets (scratch[i] is row i's block with only its header
 /// bytes filled), for the scalar scale helpers.
