@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 #include "ds41/backend/host.hpp"
@@ -740,6 +741,53 @@ TEST_CASE("host linear: HostBackend::linear is the fast path") {
   for (int k = 0; k < 256; ++k) x[k] = bf16_round(std::sin(0.3f * k));
   HostBackend::linear(x.data(), 1, 256, t.view(), y.data(), 100, OutRound::kBF16);
   for (int n = 0; n < 100; ++n) CHECK(same_bits(y[n], bf16_round(t.view().dot(x.data(), n))));
+}
+
+TEST_CASE("host linear: which kernel of the list takes a call, each with MatrixView::dot's bits") {
+  // The AVX2 level's choices, the same on every AVX2 build (an AVX-512 build's wider kernels are
+  // capped by the level); without AVX2 every call but GGUF blocks takes the scalar reference.
+  std::mt19937 rng(39);
+  HostThreadPool pool(2);
+  const bool vec = host_gemv::kVectorised;
+  auto expect = [&](const char* name) { return std::string(vec ? name : "scalar reference"); };
+  // the name of the kernel linear() ran on w (the panel or row-major copy of t), and no mismatch
+  auto taken = [&](const HostTensor& t, const MatrixView& w, int T, host_gemv::VectorIsa isa) {
+    std::vector<float> x(static_cast<size_t>(T) * w.cols), y(static_cast<size_t>(T) * w.rows);
+    std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+    for (auto& e : x) e = uni(rng);
+    host_gemv::linear(x.data(), T, w.cols, w, y.data(), w.rows, OutRound::kF32, pool, isa);
+    const std::string name = host_gemv::last_kernel();
+    long bad = 0;
+    for (int r = 0; r < T; ++r)
+      for (int n = 0; n < w.rows; ++n) bad += !same_bits(y[r * w.rows + n], t.view().dot(x.data() + r * w.cols, n));
+    CHECK_MESSAGE(bad == 0, name);
+    return name;
+  };
+  const auto avx2 = host_gemv::VectorIsa::kAvx2;
+  const HostTensor fp8 = fp8_trained_like(72, 256, rng), fp8_plain = random_matrix(WeightFormat::kFp8Block32, 72, 256, rng);
+  const HostTensor fp4 = random_matrix(WeightFormat::kFp4Block32, 72, 256, rng);
+  const HostTensor bf16 = random_matrix(WeightFormat::kBF16, 72, 256, rng), f32 = random_matrix(WeightFormat::kF32, 72, 256, rng);
+  const HostTensor q4k = random_matrix(WeightFormat::kGgmlBlocks, 72, 256, rng);
+  const PanelMatrix p8(fp8), p8_plain(fp8_plain), p4(fp4), pb(bf16);
+  REQUIRE(p8.view.host_scaled_decode == vec);  // packed for the scaled decoder where it is built
+  REQUIRE(!p8_plain.view.host_scaled_decode);  // random codes: subnormals beyond pack's limit
+  CHECK(taken(fp8, p8.view, 1, avx2) == expect("fp8 scaled decode GEMV (AVX2)"));
+  CHECK(taken(fp8, p8.view, 3, avx2) == expect("panel tiles (AVX2)"));
+  CHECK(taken(fp8_plain, p8_plain.view, 1, avx2) == expect("panel tiles (AVX2)"));
+  CHECK(taken(fp4, p4.view, 1, avx2) == expect("fp4 integer decode GEMV (AVX2)"));
+  CHECK(taken(fp4, p4.view, 3, avx2) == expect("panel tiles (AVX2)"));
+  CHECK(taken(bf16, pb.view, 1, avx2) == expect("panel tiles (AVX2)"));
+  for (int T : {1, 3}) {
+    CAPTURE(T);
+    for (const HostTensor* t : {&f32, &bf16, &fp8_plain, &fp4}) CHECK(taken(*t, t->view(), T, avx2) == expect("row-major tiles (AVX2)"));
+    CHECK(taken(q4k, q4k.view(), T, avx2) == "GGUF blocks");  // its own kernel, with or without AVX2
+  }
+  // kTuned, a few fp4 rows: one integer GEMV per row, unless the multi-row integer tile is built
+#if defined(DS41_HOST_AVX512_VNNI)
+  CHECK(taken(fp4, p4.view, 3, host_gemv::VectorIsa::kTuned) == "fp4 multi-row integer tile (AVX-512 VNNI)");
+#else
+  CHECK(taken(fp4, p4.view, 3, host_gemv::VectorIsa::kTuned) == expect("fp4 integer decode GEMV (AVX2)"));
+#endif
 }
 
 TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits; non-finite rows give NaN outputs") {

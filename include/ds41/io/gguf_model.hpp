@@ -282,38 +282,41 @@ inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorTyp
   return out;
 }
 
-/// A HostTensor in its own format → GGUF bytes and type (f32, bf16, fp4 → MXFP4, fp8 → DS41_FP8_BLOCK32).
+/// A HostTensor in its own format → GGUF bytes and type (f32, bf16, kept blocks as read, fp4 → MXFP4,
+/// fp8 → DS41_FP8_BLOCK32; any other format as its f32 values).
 inline std::pair<TensorType, std::vector<uint8_t>> encode_tensor(const HostTensor& t, const std::string& what) {
-  switch (t.format) {
-    case WeightFormat::kF32: return {TensorType::kF32, t.payload};
-    case WeightFormat::kBF16: return {TensorType::kBF16, t.payload};
-    case WeightFormat::kGgmlBlocks: return {static_cast<TensorType>(t.ggml_type), t.payload};  // as read
-    case WeightFormat::kFp8Block32: {
-      std::vector<uint8_t> out = t.payload;
-      const size_t at = out.size();
-      out.resize(at + t.scales.size() * 4);
-      std::memcpy(out.data() + at, t.scales.data(), t.scales.size() * 4);
-      return {TensorType::kDs41Fp8Block32, out};
-    }
-    case WeightFormat::kFp4Block32: {
-      const long count = t.numel();
-      DS41_CHECK(count % 32 == 0 && static_cast<long>(t.scales.size()) == count / 32, what,
-                 ": fp4 tensor needs one scale per 32 values");
-      std::vector<uint8_t> out(static_cast<size_t>(count / 32) * 17, 0);
-      for (long blk = 0; blk < count / 32; ++blk) {
-        uint8_t* b = &out[blk * 17];
-        DS41_CHECK(f32_to_e8m0(t.scales[blk], &b[0]), what, ": fp4 block scale ", t.scales[blk],
-                   " is not a power of two, MXFP4 cannot hold it");
-        for (int j = 0; j < 32; ++j) {
-          long k = blk * 32 + j;
-          uint8_t code = (t.payload[k / 2] >> ((k & 1) * 4)) & 0xF;
-          b[1 + j % 16] |= static_cast<uint8_t>(j < 16 ? code : code << 4);
-        }
-      }
-      return {TensorType::kMXFP4, out};
-    }
+  if (t.format == WeightFormat::kF32) return {TensorType::kF32, t.payload};
+  if (t.format == WeightFormat::kBF16) return {TensorType::kBF16, t.payload};
+  if (t.format == WeightFormat::kGgmlBlocks) return {static_cast<TensorType>(t.ggml_type), t.payload};  // as read
+  if (t.format == WeightFormat::kFp8Block32) {
+    std::vector<uint8_t> out = t.payload;
+    const size_t at = out.size();
+    out.resize(at + t.scales.size() * 4);
+    std::memcpy(out.data() + at, t.scales.data(), t.scales.size() * 4);
+    return {TensorType::kDs41Fp8Block32, out};
   }
-  fail(what, ": unknown format");
+  if (t.format == WeightFormat::kFp4Block32) {
+    const long count = t.numel();
+    DS41_CHECK(count % 32 == 0 && static_cast<long>(t.scales.size()) == count / 32, what,
+               ": fp4 tensor needs one scale per 32 values");
+    std::vector<uint8_t> out(static_cast<size_t>(count / 32) * 17, 0);
+    for (long blk = 0; blk < count / 32; ++blk) {
+      uint8_t* b = &out[blk * 17];
+      DS41_CHECK(f32_to_e8m0(t.scales[blk], &b[0]), what, ": fp4 block scale ", t.scales[blk],
+                 " is not a power of two, MXFP4 cannot hold it");
+      for (int j = 0; j < 32; ++j) {
+        long k = blk * 32 + j;
+        uint8_t code = (t.payload[k / 2] >> ((k & 1) * 4)) & 0xF;
+        b[1 + j % 16] |= static_cast<uint8_t>(j < 16 ? code : code << 4);
+      }
+    }
+    return {TensorType::kMXFP4, out};
+  }
+  // a format with no GGUF type of its own: its values, exactly, as f32
+  const std::vector<float> v = t.to_f32();
+  std::vector<uint8_t> out(v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return {TensorType::kF32, out};
 }
 
 /// Engram table rows (codes as kFp8Block32 payload or e4m3 values in f32) and their pow2 scales

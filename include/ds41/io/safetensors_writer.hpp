@@ -69,39 +69,37 @@ inline std::vector<EncodedTensor> encode_tensor(const std::string& name, const H
     return out;
   }
   const std::string base = ends(".weight") ? name.substr(0, name.size() - 6) : name + ".";
-  if (t.format == WeightFormat::kGgmlBlocks) {  // a GGUF file's blocks: safetensors has no such dtype
-    w.dtype = Dtype::kF32;                      // their values, exactly
-    const std::vector<float> v = t.to_f32();
-    w.bytes.resize(v.size() * 4);
-    if (!v.empty()) std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+  if (t.format == WeightFormat::kF32 || t.format == WeightFormat::kBF16) {
+    w.dtype = t.format == WeightFormat::kF32 ? Dtype::kF32 : Dtype::kBF16;
+    w.bytes = t.payload;
     return out;
   }
-  switch (t.format) {
-    case WeightFormat::kF32: w.dtype = Dtype::kF32; w.bytes = t.payload; return out;
-    case WeightFormat::kBF16: w.dtype = Dtype::kBF16; w.bytes = t.payload; return out;
-    case WeightFormat::kFp8Block32: {
-      DS41_CHECK(t.shape.size() == 2 && ends(".weight"), what, ": fp8 weights are '.weight' matrices");
-      w.dtype = Dtype::kF8_E4M3;
-      w.bytes = t.payload;
-      const long nb = (t.shape[0] + 31) / 32, kb = (t.shape[1] + 31) / 32;
-      DS41_CHECK(static_cast<long>(t.scales.size()) == nb * kb, what, ": ", t.scales.size(), " scales, expected ", nb * kb);
-      out.push_back({base + "scale", Dtype::kF8_E8M0, {nb, kb}, e8m0_bytes(t.scales, what)});
-      return out;
-    }
-    case WeightFormat::kFp4Block32: {
-      DS41_CHECK(t.shape.size() == 2 && ends(".weight") && t.shape[1] % 32 == 0, what,
-                 ": fp4 weights are '.weight' matrices with a multiple of 32 columns");
-      w.dtype = Dtype::kI8;
-      w.shape[1] /= 2;
-      w.bytes = t.payload;
-      DS41_CHECK(static_cast<long>(t.scales.size()) == t.shape[0] * (t.shape[1] / 32), what, ": ", t.scales.size(),
-                 " scales, expected ", t.shape[0] * (t.shape[1] / 32));
-      out.push_back({base + "scale", Dtype::kF8_E8M0, {t.shape[0], t.shape[1] / 32}, e8m0_bytes(t.scales, what)});
-      return out;
-    }
-    case WeightFormat::kGgmlBlocks: break;  // above
+  if (t.format == WeightFormat::kFp8Block32) {
+    DS41_CHECK(t.shape.size() == 2 && ends(".weight"), what, ": fp8 weights are '.weight' matrices");
+    w.dtype = Dtype::kF8_E4M3;
+    w.bytes = t.payload;
+    const long nb = (t.shape[0] + 31) / 32, kb = (t.shape[1] + 31) / 32;
+    DS41_CHECK(static_cast<long>(t.scales.size()) == nb * kb, what, ": ", t.scales.size(), " scales, expected ", nb * kb);
+    out.push_back({base + "scale", Dtype::kF8_E8M0, {nb, kb}, e8m0_bytes(t.scales, what)});
+    return out;
   }
-  fail(what, ": unknown format");
+  if (t.format == WeightFormat::kFp4Block32) {
+    DS41_CHECK(t.shape.size() == 2 && ends(".weight") && t.shape[1] % 32 == 0, what,
+               ": fp4 weights are '.weight' matrices with a multiple of 32 columns");
+    w.dtype = Dtype::kI8;
+    w.shape[1] /= 2;
+    w.bytes = t.payload;
+    DS41_CHECK(static_cast<long>(t.scales.size()) == t.shape[0] * (t.shape[1] / 32), what, ": ", t.scales.size(),
+               " scales, expected ", t.shape[0] * (t.shape[1] / 32));
+    out.push_back({base + "scale", Dtype::kF8_E8M0, {t.shape[0], t.shape[1] / 32}, e8m0_bytes(t.scales, what)});
+    return out;
+  }
+  // a format safetensors has no dtype for (a GGUF file's blocks): its values, exactly, as f32
+  w.dtype = Dtype::kF32;
+  const std::vector<float> v = t.to_f32();
+  w.bytes.resize(v.size() * 4);
+  if (!v.empty()) std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+  return out;
 }
 
 /// The bytes of one .safetensors file holding `tensors` in order (header padded to 8 bytes).

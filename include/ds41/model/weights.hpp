@@ -71,30 +71,22 @@ struct HostTensor {
     if (format == WeightFormat::kGgmlBlocks) return from_f32(shape, to_f32());
     return std::move(*this);
   }
+  /// The values, each weight times its block scale (a matrix row by row through its format's
+  /// FormatTraits; vectors and tables in f32/bf16 of any rank).
   std::vector<float> to_f32() const {
     std::vector<float> out(numel());
-    switch (format) {
-      case WeightFormat::kGgmlBlocks: {  // block by block (at() would decode a block per element)
-        const long rows = shape.size() == 2 ? shape[0] : 1, cols = shape.empty() ? 1 : shape.back();
-        const long rb = ggml_row_bytes(ggml_type, static_cast<int>(cols));
-        const int blocks = static_cast<int>(cols / ggml_block_elems(ggml_type));
-        for (long r = 0; r < rows; ++r) dequantize_ggml_linear_blocks(ggml_type, payload.data() + r * rb, blocks, out.data() + r * cols);
-        break;
-      }
-      case WeightFormat::kF32: std::memcpy(out.data(), payload.data(), out.size() * 4); break;
-      case WeightFormat::kBF16: {
-        auto* p = reinterpret_cast<const uint16_t*>(payload.data());
-        for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(p[i]);
-        break;
-      }
-      default: {
-        DS41_CHECK(shape.size() == 2, "tensor of format ", format_name(format), " with shape ",
-                   shape_str({shape.begin(), shape.end()}), " cannot be read as f32");
-        MatrixView v = view();  // each weight times its block scale
-        for (long n = 0; n < shape[0]; ++n)
-          for (long k = 0; k < shape[1]; ++k) out[n * shape[1] + k] = v.at(static_cast<int>(n), static_cast<int>(k));
-      }
-    }
+    if (out.empty()) return out;
+    DS41_CHECK(shape.size() == 2 || !format_block_scaled(format), "tensor of format ", format_name(format),
+               " with shape ", shape_str({shape.begin(), shape.end()}), " cannot be read as f32");
+    const long cols = shape.empty() ? 1 : shape.back(), rows = static_cast<long>(out.size()) / cols;
+    MatrixView v = view();
+    v.rows = static_cast<int>(rows), v.cols = static_cast<int>(cols);
+    dispatch_format(format, [&](auto tag) {
+      using Tr = TraitsOf<decltype(tag)>;
+      for (long n = 0; n < rows; ++n)
+        Tr::values(v.row_data(static_cast<int>(n)), Tr::kBlockScaled ? v.scale_row(static_cast<int>(n)) : nullptr,
+                   static_cast<int>(cols), ggml_type, out.data() + n * cols);
+    });
     return out;
   }
   MatrixView view() const {

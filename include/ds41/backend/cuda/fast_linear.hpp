@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_linear_kernel(const float* 
                                                                    MatrixView w, int k_slice, float* y, long y_stride,
                                                                    float* partials, int splits, OutRound round) {
   constexpr int CC = fast_chunk_cols(F), QP = fast_q_pitch(F);
-  constexpr bool kScaled = F == WeightFormat::kFp8Block32 || F == WeightFormat::kFp4Block32;
+  constexpr bool kScaled = FormatTraits<F>::kBlockScaled;
   extern __shared__ float4 fast_smem[];
   float* sq = reinterpret_cast<float*>(fast_smem);
   const int K = w.cols, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -271,17 +271,11 @@ bool launch_fast_linear(const float* x, long rows, long x_stride, const MatrixVi
     in_scales = ws + p.ws_scales();
   }
   float* partials = p.splits > 1 ? ws + p.ws_partials() : nullptr;
-  switch (w.format) {
-    case WeightFormat::kFp8Block32:
-      launch_fast_linear_format<WeightFormat::kFp8Block32>(p, in, in_stride, in_scales, w, y, y_stride, partials, round, stream);
-      break;
-    case WeightFormat::kFp4Block32:
-      launch_fast_linear_format<WeightFormat::kFp4Block32>(p, in, in_stride, in_scales, w, y, y_stride, partials, round, stream);
-      break;
-    default:
-      launch_fast_linear_format<WeightFormat::kBF16>(p, in, in_stride, in_scales, w, y, y_stride, partials, round, stream);
-      break;
-  }
+  dispatch_format(w.format, [&](auto tag) {  // the plan took only formats with fast_chunk_cols
+    constexpr WeightFormat F = decltype(tag)::value;
+    if constexpr (fast_chunk_cols(F) != 0)
+      launch_fast_linear_format<F>(p, in, in_stride, in_scales, w, y, y_stride, partials, round, stream);
+  });
   if (p.splits > 1) {
     const long n = rows * static_cast<long>(w.rows);
     fast_split_reduce_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(partials, p.splits, static_cast<int>(rows),

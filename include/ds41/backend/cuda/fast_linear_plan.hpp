@@ -65,7 +65,7 @@ struct FastLinearPlan {
   /// Offsets into the workspace (floats).
   DS41_HD size_t ws_scales() const { return block_scaled() ? static_cast<size_t>(T) * cols : 0; }
   DS41_HD size_t ws_partials() const { return block_scaled() ? ws_scales() + static_cast<size_t>(T) * (cols / 32) : 0; }
-  DS41_HD bool block_scaled() const { return format == WeightFormat::kFp8Block32 || format == WeightFormat::kFp4Block32; }
+  DS41_HD bool block_scaled() const { return format_block_scaled(format); }
 };
 
 /// Shared bytes a block needs for a K slice of `k_slice` columns and t_tile staged input rows: the

@@ -67,7 +67,7 @@ constexpr int kLinMaxGridY = 65535;
 
 template <WeightFormat F>
 struct LinTraits {
-  static constexpr bool kScaled = F == WeightFormat::kFp8Block32 || F == WeightFormat::kFp4Block32;
+  static constexpr bool kScaled = FormatTraits<F>::kBlockScaled;
   // weight bytes per column, times 2 (fp4 has half a byte)
   static constexpr int kBytes2 = F == WeightFormat::kF32 ? 8 : F == WeightFormat::kBF16 ? 4 : F == WeightFormat::kFp8Block32 ? 2 : 1;
   static constexpr int kCols = kLinChunkBytes * 2 / kBytes2;         // columns per chunk: 32, 64, 128, 256
@@ -329,12 +329,16 @@ __global__ void __launch_bounds__(LinTraits<F>::kThreads) linear_tiled_kernel(co
   __pipeline_wait_prior(0);  // no copy outlives the block (the trailing groups are empty)
 }
 
-/// Whether linear_tiled handles the view (row-major; fp4 with an even column count, so that a
-/// row's codes are its own cols/2 bytes).
+/// The formats the tiled kernel is written for (the others, GGUF blocks among them, take the
+/// reference kernel: MatrixView::dot).
+constexpr bool linear_tiled_format(WeightFormat f) {
+  return f == WeightFormat::kF32 || f == WeightFormat::kBF16 || f == WeightFormat::kFp8Block32 || f == WeightFormat::kFp4Block32;
+}
+/// Whether linear_tiled handles the view (row-major, its format; fp4 with an even column count, so
+/// that a row's codes are its own cols/2 bytes).
 inline bool linear_tiled_supports(const MatrixView& w) {
-  if (w.layout != WeightLayout::kRowMajor) return false;
+  if (w.layout != WeightLayout::kRowMajor || !linear_tiled_format(w.format)) return false;
   if (w.format == WeightFormat::kFp4Block32 && (w.cols % 2) != 0) return false;
-  if (w.format == WeightFormat::kGgmlBlocks) return false;  // the reference kernel (MatrixView::dot) for now
   return true;
 }
 
@@ -393,15 +397,11 @@ inline void launch_linear(const float* x, long rows, long x_stride, const Matrix
                           OutRound round, cudaStream_t stream) {
   if (rows <= 0 || w.rows <= 0) return;
   if (!linear_tiled_supports(w)) return launch_linear_reference(x, rows, x_stride, w, y, y_stride, round, stream);
-  switch (w.format) {
-    case WeightFormat::kF32: return launch_linear_tiled<WeightFormat::kF32>(x, rows, x_stride, w, y, y_stride, round, stream);
-    case WeightFormat::kBF16: return launch_linear_tiled<WeightFormat::kBF16>(x, rows, x_stride, w, y, y_stride, round, stream);
-    case WeightFormat::kFp8Block32:
-      return launch_linear_tiled<WeightFormat::kFp8Block32>(x, rows, x_stride, w, y, y_stride, round, stream);
-    case WeightFormat::kFp4Block32:
-      return launch_linear_tiled<WeightFormat::kFp4Block32>(x, rows, x_stride, w, y, y_stride, round, stream);
-  }
-  launch_linear_reference(x, rows, x_stride, w, y, y_stride, round, stream);
+  dispatch_format(w.format, [&](auto tag) {
+    constexpr WeightFormat F = decltype(tag)::value;
+    if constexpr (linear_tiled_format(F)) launch_linear_tiled<F>(x, rows, x_stride, w, y, y_stride, round, stream);
+    else launch_linear_reference(x, rows, x_stride, w, y, y_stride, round, stream);
+  });
 }
 
 }  // namespace cuda_detail

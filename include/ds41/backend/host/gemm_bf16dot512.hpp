@@ -28,6 +28,8 @@
 #include "broadcast512.hpp"
 #include "gemm_panels512.hpp"
 #include "gemv_fp8dot512.hpp"
+#include "gemm_fp8dot512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512_BF16)
 #include <immintrin.h>
 
@@ -135,6 +137,37 @@ inline void linear_rows(const float* x, const uint32_t* pairs, long T, long x_st
       [&](int from, int to) { linear_rows_scalar(x, nullptr, T, x_stride, w, y, y_stride, round, from, to); });
 }
 
+/// The descriptor (host/linear_call.hpp): the bf16 multi-row tile by BF16 dot products (T > 1, at the
+/// widest level), where every product is exact and every sum stays normal for this input, and the
+/// dot products are the faster sums here; each row's pairs, once for every row worker.
+struct Rows {
+  static constexpr const char* kName = "bf16 multi-row tile, BF16 dot products (AVX-512)";
+  struct Prepared {
+    const uint32_t* pairs = nullptr;
+  };
+  static bool usable(const LinearCall& c) {
+    return c.T > 1 && c.isa == VectorIsa::kWidest && gemm512::usable(c.w) && gemm_bf16dot512::usable(c.w);
+  }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    const host_exact::Bf16Range range = gemm512::input_range(c.x, c.T, c.x_stride, c.w.cols);
+    if (!gemm512::bf16_products_exact(range, c.w) || !gemm_fp8dot512::use_dot_products() || !sums_stay_normal(range, c.w))
+      return false;
+    thread_local HostBuffer<uint32_t> row_pairs;
+    const long np = pairs_per_row(c.w.cols);
+    grow(row_pairs, c.T * np);
+    for (long r = 0; r < c.T; ++r) prepare_row(c.x + r * c.x_stride, c.w.cols, row_pairs.data() + r * np);
+    p.pairs = row_pairs.data();
+    return true;
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int) {
+    gemm_bf16dot512::linear_rows(c.x, p.pairs, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::gemm_bf16dot512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::gemm_bf16dot512 {
+struct Rows : NotBuilt {};
+}  // namespace ds41::host_gemv::gemm_bf16dot512
 #endif

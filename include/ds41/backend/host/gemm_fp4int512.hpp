@@ -28,11 +28,13 @@
 #include "../../core/macros.hpp"
 #include "broadcast512.hpp"
 #include "gemv_fp4int512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512_VNNI)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <immintrin.h>
+#include <vector>
 
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm_fp4int512 {
@@ -294,6 +296,43 @@ inline void linear_rows(const RowPlanes* rows, long T, const MatrixView& w, floa
       scalar);
 }
 
+/// The descriptor (host/linear_call.hpp): the fp4 multi-row integer tile (T > 1, VNNI). prepare:
+/// each row's planes, units, biases and plane counts.
+struct Rows {
+  static constexpr const char* kName = "fp4 multi-row integer tile (AVX-512 VNNI)";
+  struct Prepared {
+    const RowPlanes* rows = nullptr;
+  };
+  static bool usable(const LinearCall& c) { return c.T > 1 && c.isa != VectorIsa::kAvx2 && fp4int::usable(c.w); }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    thread_local HostBuffer<uint32_t> row_words;
+    thread_local HostBuffer<float> row_units;
+    thread_local HostBuffer<int32_t> row_bias;
+    thread_local HostBuffer<uint8_t> row_plane_counts;
+    thread_local std::vector<RowPlanes> rows;
+    const int K = c.w.cols;
+    const long kblocks = (K + 31) / 32, nw = words_per_row(K), nb = blocks_per_row(K);
+    grow(row_words, c.T * nw);
+    grow(row_units, c.T * nb);
+    grow(row_bias, c.T * nb);
+    grow(row_plane_counts, c.T * nb);
+    rows.resize(static_cast<size_t>(c.T));
+    for_each_input_row(c, [&](long r) {
+      rows[r] = prepare_row(c.x + r * c.x_stride, c.xs + r * kblocks, K, row_words.data() + r * nw,
+                            row_units.data() + r * nb, row_bias.data() + r * nb, row_plane_counts.data() + r * nb);
+    });
+    p.rows = rows.data();
+    return true;
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    gemm_fp4int512::linear_rows(p.rows, c.T, c.w, c.y, c.y_stride, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::gemm_fp4int512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::gemm_fp4int512 {
+struct Rows : NotBuilt {};
+}  // namespace ds41::host_gemv::gemm_fp4int512
 #endif

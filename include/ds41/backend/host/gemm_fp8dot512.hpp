@@ -26,6 +26,7 @@
 #include "../../core/macros.hpp"
 #include "broadcast512.hpp"
 #include "gemv_fp8dot512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512_BF16)
 #include <algorithm>
 #include <atomic>
@@ -33,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <immintrin.h>
+#include <vector>
 
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv::gemm_fp8dot512 {
@@ -398,6 +400,51 @@ inline void linear_rows(const RowInputs* rows, long T, const MatrixView& w, floa
       });
 }
 
+/// The descriptor (host/linear_call.hpp): the fp8 multi-row tile by BF16 dot products (T > 1, at the
+/// widest level). prepare: each row's RowInputs; false where some row's values do not suit it.
+struct Rows {
+  static constexpr const char* kName = "fp8 multi-row tile, BF16 dot products (AVX-512)";
+  struct Prepared {
+    const RowInputs* rows = nullptr;
+  };
+  static bool usable(const LinearCall& c) { return c.T > 1 && c.isa == VectorIsa::kWidest && gemm_fp8dot512::usable(c.w); }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    thread_local HostBuffer<float> row_scaled, row_part_scales;
+    thread_local HostBuffer<uint32_t> row_pairs, row_lifted_pairs;
+    thread_local std::vector<RowInputs> inputs;
+    thread_local std::vector<uint8_t> taken;
+    const int K = c.w.cols;
+    const long kblocks = (K + 31) / 32, ns = scaled_per_row(K), np = pairs_per_row(K);
+    grow(row_scaled, c.T * ns);
+    grow(row_pairs, c.T * np);
+    grow(row_lifted_pairs, c.T * np);
+    grow(row_part_scales, c.T * kblocks);
+    inputs.resize(static_cast<size_t>(c.T));
+    taken.assign(static_cast<size_t>(c.T), 0);
+    for_each_input_row(c, [&](long r) {
+      const float* q = c.x + r * c.x_stride;
+      const float* qs = c.xs + r * kblocks;
+      float* xs_r = row_scaled.data() + r * ns;
+      uint32_t* pairs_r = row_pairs.data() + r * np;
+      uint32_t* lifted_r = row_lifted_pairs.data() + r * np;
+      float* part_scales_r = row_part_scales.data() + r * kblocks;
+      taken[r] = prepare_row(q, K, xs_r, pairs_r) && prepare_part_scales(qs, kblocks, part_scales_r);
+      if (taken[r]) lift_pairs(pairs_r, K, lifted_r);
+      inputs[r] = RowInputs{q, qs, xs_r, pairs_r, lifted_r, part_scales_r};
+    });
+    if (!std::all_of(taken.begin(), taken.end(), [](uint8_t t) { return t != 0; })) return false;
+    p.rows = inputs.data();
+    return true;
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    gemm_fp8dot512::linear_rows(p.rows, c.T, c.w, c.y, c.y_stride, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::gemm_fp8dot512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::gemm_fp8dot512 {
+struct Rows : NotBuilt {};
+}  // namespace ds41::host_gemv::gemm_fp8dot512
 #endif

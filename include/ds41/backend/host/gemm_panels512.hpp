@@ -42,6 +42,7 @@
 #include "gemv_panels.hpp"
 #include "gemv_panels512.hpp"
 #include "gemv_scaled512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 #if defined(__AVX512VBMI__)
@@ -80,10 +81,12 @@ inline void widen_bf16_bytes(__m512i high, __m512i low, __m512* c) {
 // column q·g + j of the pair's 16 rows, exactly the floats MatrixView::panel_value gives. Objects,
 // so that a decoder's tables are loaded into registers once per tile.
 struct F32Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kF32;
   static constexpr int kGroup = 1;
   void columns(__m512i g, __m512* c) const { panels512::F32Columns::columns(g, c); }
 };
 struct Bf16Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kBF16;
   static constexpr int kGroup = 2;
   void columns(__m512i g, __m512* c) const { panels512::Bf16Columns::columns(g, c); }
 };
@@ -94,6 +97,7 @@ struct Bf16Columns {
 /// bit 7 put back into the top byte. Subnormal codes (m·2^-9) are normal f32 numbers and come out
 /// of the same tables; NaN codes never reach panels (host_panels::packable).
 struct Fp8Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kFp8Block32;
   static constexpr int kGroup = 4;
   /// f32 bits of the e4m3 magnitude c (0..127): normal 2^(e-7)·(1 + m/8), subnormal m·2^-9.
   static constexpr uint32_t magnitude_bits(int c) {
@@ -128,6 +132,7 @@ struct Fp8Columns {
 
 /// e2m1 -> f32 as panels::Fp4Columns, on 16 lanes (vpshufb looks up within each 128-bit lane).
 struct Fp4Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kFp4Block32;
   static constexpr int kGroup = 8;
   __m512i top, second, control;
   Fp4Columns() {
@@ -393,29 +398,53 @@ inline bool bf16_products_exact(const float* x, long T, long x_stride, int K, co
 /// bf16_products_exact said yes for these x and w.
 inline void linear_rows(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                         long y_stride, OutRound round, int n_begin, int n_end, bool bf16_fused = false) {
-  switch (w.format) {
-    case WeightFormat::kF32:
-      return linear_rows_with<F32Columns, panels::F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round,
-                                                                     n_begin, n_end);
-    case WeightFormat::kBF16:
+  dispatch_format(w.format, [&](auto tag) {
+    constexpr WeightFormat F = decltype(tag)::value;
+    using Columns = decoder_for_t<F, F32Columns, Bf16Columns, Fp4Columns>;  // fp8's needs VBMI (below)
+    using PanelColumns = decoder_for_t<F, panels::F32Columns, panels::Bf16Columns, panels::Fp4Columns>;
+    constexpr bool kScaled = TraitsOf<decltype(tag)>::kBlockScaled;
+    if constexpr (F == WeightFormat::kBF16) {
       if (bf16_fused)
-        return linear_rows_with<Bf16Columns, panels::Bf16Columns, false, true>(x, nullptr, T, x_stride, w, y,
-                                                                               y_stride, round, n_begin, n_end);
-      return linear_rows_with<Bf16Columns, panels::Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride,
-                                                                       round, n_begin, n_end);
-    case WeightFormat::kFp8Block32:
-#if defined(DS41_HOST_AVX512_VBMI)
-      return linear_rows_with<Fp8Columns, panels::Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round,
+        return linear_rows_with<Columns, PanelColumns, false, true>(x, nullptr, T, x_stride, w, y, y_stride, round,
                                                                     n_begin, n_end);
+      return linear_rows_with<Columns, PanelColumns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin,
+                                                            n_end);
+    } else if constexpr (F == WeightFormat::kFp8Block32) {
+#if defined(DS41_HOST_AVX512_VBMI)
+      return linear_rows_with<Fp8Columns, panels::Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin,
+                                                                    n_end);
 #else
       return panels::linear_rows(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 #endif
-    case WeightFormat::kFp4Block32:
-      return linear_rows_with<Fp4Columns, panels::Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round,
-                                                                    n_begin, n_end);
-  }
+    } else if constexpr (!std::is_void_v<Columns>) {  // f32, fp4 (usable() keeps the others away)
+      return linear_rows_with<Columns, PanelColumns, kScaled>(x, kScaled ? xs : nullptr, T, x_stride, w, y, y_stride,
+                                                              round, n_begin, n_end);
+    }
+  });
 }
+
+/// The descriptor (host/linear_call.hpp): the multi-row panel tiles, 16 rows a vector (T > 1).
+/// prepare: for bf16, whether this input's products with these weights are all exact (the fused
+/// products).
+struct Rows {
+  static constexpr const char* kName = "panel multi-row tile (AVX-512)";
+  struct Prepared {
+    bool bf16_fused = false;
+  };
+  static bool usable(const LinearCall& c) { return c.T > 1 && gemm512::usable(c.w) && c.isa != VectorIsa::kAvx2; }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    p.bf16_fused = c.w.format == WeightFormat::kBF16 && bf16_products_exact(input_range(c.x, c.T, c.x_stride, c.w.cols), c.w);
+    return true;
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int) {
+    gemm512::linear_rows(c.x, c.xs, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end, p.bf16_fused);
+  }
+};
 
 }  // namespace ds41::host_gemv::gemm512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::gemm512 {
+struct Rows : NotBuilt {};
+}  // namespace ds41::host_gemv::gemm512
 #endif

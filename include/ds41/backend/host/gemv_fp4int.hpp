@@ -22,6 +22,7 @@
 #include <cstdint>
 #include "../../core/linear_math.hpp"
 #include "buffer.hpp"
+#include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include "gemv_panels.hpp"
@@ -230,6 +231,29 @@ inline void gemv_rows(const float* q, const float* x_scale, const Planes& planes
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
+/// The descriptor (host/linear_call.hpp): the fp4 decode GEMV by integer products, 8 rows a vector.
+/// prepare: the input row's byte planes and block units (prepare above) in this thread's workspace.
+struct DecodeGemv {
+  static constexpr const char* kName = "fp4 integer decode GEMV (AVX2)";
+  struct Prepared {
+    Planes planes;
+  };
+  static bool usable(const LinearCall& c) { return c.T == 1 && fp4int::usable(c.w); }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    thread_local HostBuffer<uint32_t> words;
+    thread_local HostBuffer<float> units;
+    p.planes = fp4int::prepare(c.x, c.w.cols, words, units);
+    return p.planes.group != nullptr;  // none where K holds no whole group (the float tiles then)
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    fp4int::gemv_rows(c.x, c.xs, p.planes, c.w, c.y, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::fp4int
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::fp4int {
+struct DecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::fp4int
 #endif

@@ -19,6 +19,7 @@
 #pragma once
 #include "gemv_fp4int.hpp"
 #include "gemv_scaled512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512) && defined(__AVX512VNNI__)
 #define DS41_HOST_AVX512_VNNI 1
 #include <immintrin.h>
@@ -148,6 +149,21 @@ inline void gemv_rows(const float* q, const float* x_scale, const fp4int::Planes
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
+/// The descriptor (host/linear_call.hpp): the fp4 integer decode GEMV, 16 rows a vector (VNNI).
+struct DecodeGemv {
+  static constexpr const char* kName = "fp4 integer decode GEMV (AVX-512 VNNI)";
+  using Prepared = fp4int::DecodeGemv::Prepared;
+  static bool usable(const LinearCall& c) { return c.T == 1 && fp4int::usable(c.w) && c.isa != VectorIsa::kAvx2; }
+  static bool prepare(const LinearCall& c, Prepared& p) { return fp4int::DecodeGemv::prepare(c, p); }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    fp4int512::gemv_rows(c.x, c.xs, p.planes, c.w, c.y, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::fp4int512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::fp4int512 {
+struct DecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::fp4int512
 #endif

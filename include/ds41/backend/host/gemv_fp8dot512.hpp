@@ -31,6 +31,7 @@
 #include <cstring>
 #include "buffer.hpp"
 #include "gemv_scaled512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512) && defined(__AVX512BF16__)
 #define DS41_HOST_AVX512_BF16 1
 #include <immintrin.h>
@@ -156,6 +157,34 @@ struct DotBlockSums {
 /// Whether this call may take the dot products (besides prepare() having accepted the input).
 inline bool usable(const MatrixView& w) { return w.host_subnormal_blocks && dot_is_two_fmas(); }
 
+/// The descriptor (host/linear_call.hpp): the fp8 scaled decode GEMV, 16 rows a vector, block sums by
+/// BF16 dot products.
+struct DotDecodeGemv {
+  static constexpr const char* kName = "fp8 scaled decode GEMV, BF16 dot products (AVX-512)";
+  struct Prepared {
+    const float* scaled_x = nullptr;
+    const uint32_t* pairs = nullptr;
+  };
+  static bool usable(const LinearCall& c) {
+    return c.T == 1 && scaled::usable(c.w) && c.isa == VectorIsa::kWidest && fp8dot512::usable(c.w);
+  }
+  static bool prepare(const LinearCall& c, Prepared& p) {
+    thread_local HostBuffer<uint32_t> pairs;
+    p.scaled_x = scaled::prepare_scaled_input(c);
+    if (!p.scaled_x || !fp8dot512::prepare(p.scaled_x, c.w.cols, pairs)) return false;
+    p.pairs = pairs.data();
+    return true;
+  }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    scaled512::gemv_rows(c.x, c.xs, DotBlockSums{p.scaled_x, p.pairs, c.w.host_subnormal_blocks, (c.w.cols + 31) / 32},
+                         c.w, c.y, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::fp8dot512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::fp8dot512 {
+struct DotDecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::fp8dot512
 #endif

@@ -26,6 +26,7 @@
 #include "../../core/ggml_quants.hpp"
 #include "../../core/linear_math.hpp"
 #include "../../core/simd_avx2.hpp"
+#include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
@@ -442,6 +443,18 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
   linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 }
 #endif
+
+/// The descriptor (host/linear_call.hpp): GGUF blocks kept as stored, any T (panels where packed,
+/// row-major otherwise; the scalar definition without AVX2).
+struct Kernel {
+  static constexpr const char* kName = "GGUF blocks";
+  struct Prepared {};
+  static bool usable(const host_gemv::LinearCall& c) { return host_ggml::usable(c.w); }
+  static bool prepare(const host_gemv::LinearCall&, Prepared&) { return true; }
+  static void run(const host_gemv::LinearCall& c, const Prepared&, int n_begin, int n_end, int) {
+    host_ggml::linear_rows(c.x, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end);
+  }
+};
 
 }  // namespace ds41::host_ggml
 #include "../../core/fp_exact_end.hpp"

@@ -38,6 +38,7 @@ inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_s
 }  // namespace ds41::host_gemv
 #include "../../core/fp_exact_end.hpp"
 
+#include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 
@@ -51,11 +52,13 @@ constexpr int kRowChunk = 16;  // input rows sharing one decoded block (prefill)
 // Column decoders: columns(group, c) sets c[j] = the unscaled weights of K position q*g + j of
 // the panel's 8 rows (lane i = row i), exactly the floats MatrixView::panel_value gives.
 struct F32Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kF32;
   static constexpr int kGroup = 1;
   static void columns(__m256i g, __m256* c) { c[0] = _mm256_castsi256_ps(g); }
 };
 
 struct Bf16Columns {  // lane = (k even in the low half, k odd in the high half); bf16 -> f32 = << 16
+  static constexpr WeightFormat kFormat = WeightFormat::kBF16;
   static constexpr int kGroup = 2;
   static void columns(__m256i g, __m256* c) {
     c[0] = _mm256_castsi256_ps(_mm256_slli_epi32(g, 16));
@@ -106,6 +109,7 @@ inline void widen_bf16_bytes(__m256i high, __m256i low, __m256* c) {
 // the scaled decode GEMV), so one shuffle first puts them in column-major order; only prefill
 // and the decode GEMV of matrices or inputs the scaled decoder does not take come here.
 struct Fp8Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kFp8Block32;
   static constexpr int kGroup = 4;
   static void columns(__m256i group, __m256* c) {
     const __m256i g = _mm256_shuffle_epi8(group, column_major_control<panel_code_byte>());
@@ -136,6 +140,7 @@ struct Fp8Columns {
 // widen_bf16_bytes needs. Only prefill (one decode per 32-column block and up to kRowChunk input
 // rows) and the decode GEMV's rare float-path blocks come here.
 struct Fp4Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kFp4Block32;
   static constexpr int kGroup = 8;
   static void columns(__m256i g, __m256* c) {
     const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -393,19 +398,30 @@ void linear_rows_with(const float* x, const float* xs, long T, long x_stride, co
 /// q values (row stride x_stride) and xs its scales (row stride ceil(K/32)).
 inline void linear_rows(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
                         long y_stride, OutRound round, int n_begin, int n_end) {
-  switch (w.format) {
-    case WeightFormat::kF32:
-      return linear_rows_with<F32Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end);
-    case WeightFormat::kBF16:
-      return linear_rows_with<Bf16Columns, false>(x, nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end);
-    case WeightFormat::kFp8Block32:
-      return linear_rows_with<Fp8Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
-    case WeightFormat::kFp4Block32:
-      return linear_rows_with<Fp4Columns, true>(x, xs, T, x_stride, w, y, y_stride, round, n_begin, n_end);
-    case WeightFormat::kGgmlBlocks: return;  // never these panels (host/gemv_ggml.hpp has its own)
-  }
+  dispatch_format(w.format, [&](auto tag) {
+    using Columns = decoder_for_t<decltype(tag)::value, F32Columns, Bf16Columns, Fp8Columns, Fp4Columns>;
+    constexpr bool kScaled = TraitsOf<decltype(tag)>::kBlockScaled;
+    if constexpr (!std::is_void_v<Columns>)  // else not these panels (host/gemv_ggml.hpp has its own)
+      linear_rows_with<Columns, kScaled>(x, kScaled ? xs : nullptr, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+  });
 }
+
+/// The descriptor (host/linear_call.hpp): the panel tiles, 8 rows a vector, any T (the decode GEMV
+/// for T = 1).
+struct Tiles {
+  static constexpr const char* kName = "panel tiles (AVX2)";
+  struct Prepared {};
+  static bool usable(const LinearCall& c) { return c.w.layout == WeightLayout::kPanels8 && panel_group_k(c.w.format) != 0; }
+  static bool prepare(const LinearCall&, Prepared&) { return true; }
+  static void run(const LinearCall& c, const Prepared&, int n_begin, int n_end, int) {
+    panels::linear_rows(c.x, c.xs, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end);
+  }
+};
 
 }  // namespace ds41::host_gemv::panels
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::panels {
+struct Tiles : NotBuilt {};
+}  // namespace ds41::host_gemv::panels
 #endif

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include "gemv_panels.hpp"
 #include "gemv_scaled512.hpp"
+#include "linear_call.hpp"
 #if defined(DS41_HOST_AVX512)
 #include <immintrin.h>
 
@@ -29,10 +30,12 @@ namespace ds41::host_gemv::panels512 {
 // Column decoders on a group pair (panel a's 32 bytes in the low half, b's in the high):
 // panels::F32Columns / Bf16Columns on 16 lanes.
 struct F32Columns {
+  static constexpr WeightFormat kFormat = WeightFormat::kF32;
   static constexpr int kGroup = 1;
   static void columns(__m512i g, __m512* c) { c[0] = _mm512_castsi512_ps(g); }
 };
 struct Bf16Columns {  // k even in each lane's low half, k odd in its high half; bf16 -> f32 = << 16
+  static constexpr WeightFormat kFormat = WeightFormat::kBF16;
   static constexpr int kGroup = 2;
   static void columns(__m512i g, __m512* c) {
     c[0] = _mm512_castsi512_ps(_mm512_slli_epi32(g, 16));
@@ -106,6 +109,21 @@ inline void gemv_rows(const float* x, const MatrixView& w, float* y, OutRound ro
   else gemv_rows_with<Bf16Columns, panels::Bf16Columns>(x, w, y, round, n_begin, n_end);
 }
 
+/// The descriptor (host/linear_call.hpp): the f32/bf16 panel decode GEMV, 16 rows a vector.
+struct DecodeGemv {
+  static constexpr const char* kName = "f32/bf16 panel decode GEMV (AVX-512)";
+  struct Prepared {};
+  static bool usable(const LinearCall& c) { return c.T == 1 && panels512::usable(c.w) && c.isa != VectorIsa::kAvx2; }
+  static bool prepare(const LinearCall&, Prepared&) { return true; }
+  static void run(const LinearCall& c, const Prepared&, int n_begin, int n_end, int) {
+    panels512::gemv_rows(c.x, c.w, c.y, c.round, n_begin, n_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::panels512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::panels512 {
+struct DecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::panels512
 #endif

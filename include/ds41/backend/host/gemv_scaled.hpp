@@ -33,6 +33,8 @@
 #include <cmath>
 #include <cstdint>
 #include "../../core/linear_math.hpp"
+#include "buffer.hpp"
+#include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include "gemv_panels.hpp"
@@ -203,6 +205,32 @@ inline void gemv_rows(const float* q, const float* x_scale, const float* xs, con
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
+/// scale_input's x' of the call's one input row (its q values) in this thread's workspace, or null
+/// where the row leaves the range the scaled domain is exact in. The three scaled decode GEMVs'
+/// prepare (a later one recomputes it only where an earlier one's own input form failed).
+inline const float* prepare_scaled_input(const LinearCall& c) {
+  thread_local HostBuffer<float> scaled_x;
+  grow(scaled_x, c.w.cols);
+  return scale_input(c.x, c.w.cols, scaled_x.data()) ? scaled_x.data() : nullptr;
+}
+
+/// The descriptor (host/linear_call.hpp): the fp8 decode GEMV in the scaled domain, 8 rows a vector.
+struct DecodeGemv {
+  static constexpr const char* kName = "fp8 scaled decode GEMV (AVX2)";
+  struct Prepared {
+    const float* scaled_x = nullptr;
+  };
+  static bool usable(const LinearCall& c) { return c.T == 1 && scaled::usable(c.w); }
+  static bool prepare(const LinearCall& c, Prepared& p) { return (p.scaled_x = prepare_scaled_input(c)) != nullptr; }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    scaled::gemv_rows(c.x, c.xs, p.scaled_x, c.w, c.y, c.round, n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::scaled
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::scaled {
+struct DecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::scaled
 #endif

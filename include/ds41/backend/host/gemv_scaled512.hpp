@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 #include "gemv_scaled.hpp"
+#include "linear_call.hpp"
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     !defined(__CUDA_ARCH__)
 #define DS41_HOST_AVX512 1
@@ -243,6 +244,23 @@ inline void gemv_rows(const float* q, const float* x_scale, const Sums& sums, co
       [&](int from, int to) { linear_rows_scalar(q, x_scale, 1, w.cols, w, y, 0, round, from, to); });
 }
 
+/// The descriptor (host/linear_call.hpp): the fp8 scaled decode GEMV, 16 rows a vector, block sums by
+/// multiply-adds.
+struct FmaDecodeGemv {
+  static constexpr const char* kName = "fp8 scaled decode GEMV, multiply-adds (AVX-512)";
+  using Prepared = scaled::DecodeGemv::Prepared;
+  static bool usable(const LinearCall& c) { return c.T == 1 && scaled::usable(c.w) && c.isa != VectorIsa::kAvx2; }
+  static bool prepare(const LinearCall& c, Prepared& p) { return scaled::DecodeGemv::prepare(c, p); }
+  static void run(const LinearCall& c, const Prepared& p, int n_begin, int n_end, int prefetch_end) {
+    scaled512::gemv_rows(c.x, c.xs, FmaBlockSums{p.scaled_x, c.w.host_subnormal_blocks, (c.w.cols + 31) / 32}, c.w, c.y, c.round,
+              n_begin, n_end, prefetch_end);
+  }
+};
+
 }  // namespace ds41::host_gemv::scaled512
 #include "../../core/fp_exact_end.hpp"
+#else
+namespace ds41::host_gemv::scaled512 {
+struct FmaDecodeGemv : NotBuilt {};
+}  // namespace ds41::host_gemv::scaled512
 #endif
