@@ -184,31 +184,25 @@ inline __m256i lane_codes(uint32_t word) {
 using ggml_detail::load_u16;
 using ggml_detail::load_u32;
 
-/// The 8 rows' headers at their block offsets (scratch[i] is row i's block with only its header
-/// bytes filled), for the scalar scale helpers.
-inline void panel_headers(GgmlType t, const uint8_t* pb, uint8_t scratch[kPanelRows][256]) {
+/// Where block byte `o` (inside one of the type's header ranges) lies in a row's panel header.
+inline int header_at(GgmlType t, int o) {
   const GgmlPanelLayout l = ggml_panel_layout(t);
-  const int H = ggml_panel_header_bytes(t);
-  for (int i = 0; i < kPanelRows; ++i) {
-    const uint8_t* h = pb + H * i;
-    for (int r = 0; r < 2; ++r) {
-      const int len = l.header_end[r] - l.header_begin[r];
-      std::memcpy(scratch[i] + l.header_begin[r], h, static_cast<size_t>(len));
-      h += len;
-    }
-  }
+  return o < l.header_end[0] ? o - l.header_begin[0] : l.header_end[0] - l.header_begin[0] + o - l.header_begin[1];
 }
-
-/// The 8 rows' f16 at block offset `at` as floats (exact, as load_f16).
-inline __m256 f16_lanes(const uint8_t hdr[kPanelRows][256], int at) {
+/// Lane i: the byte at `o` of row i's header (the headers lie row after row, `hb` bytes each, at the
+/// start of the panel block pb), as an integer. One gather: its 4-byte reads stay inside the block.
+inline __m256i header_bytes(const uint8_t* pb, int hb, int o) {
+  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hb));
+  return _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(pb + o), rows, 1), _mm256_set1_epi32(0xFF));
+}
+/// Lane i: row i's f16 at header byte o as a float (exact, as load_f16).
+inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
   alignas(16) uint16_t h[8];
-  for (int i = 0; i < 8; ++i) h[i] = ggml_detail::load_u16(hdr[i] + at);
+  for (int i = 0; i < 8; ++i) h[i] = ggml_detail::load_u16(pb + hb * i + o);
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
-inline __m256 scaled_lanes(__m256 d, const int32_t sc[8]) {
-  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sc))));
-}
+inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
 
 /// Columns [0, n) of panel blocks starting at `pb` (n: whole blocks; F16: any n) into cols.
 /// Columns [0, n) of G panels' blocks (pb[g]: panel g's first block; n whole blocks, F16 any n):
@@ -217,17 +211,14 @@ inline __m256 scaled_lanes(__m256 d, const int32_t sc[8]) {
 template <int G, class Sink>
 inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& sink) {
   using namespace ggml_detail;
-  alignas(32) uint8_t hdr[G][kPanelRows][256];
-  alignas(32) int32_t sc[8], mn[8];
+  // the K-quants' per-block scales: each lane's integer scale read from its row's header by one
+  // gather per field, then d·scale (and dmin·min) as vectors: the scalar helpers' integers
+  // (k_scale_min, q3_K_scale) in the same operations, lane by lane
+  const int hb = ggml_panel_header_bytes(t);
+  const auto byte = [&](int g, int o) { return header_bytes(pb[g], hb, header_at(t, o)); };
+  const auto f16 = [&](int g, int o) { return header_f16(pb[g], hb, header_at(t, o)); };
+  const __m256i m4 = _mm256_set1_epi32(0xF), m6 = _mm256_set1_epi32(63);
   __m256 v[G], vd[G], vm[G], d[G], dmin[G];
-  // the headers at their block offsets, and each panel's d (at `at_d`) and dmin (`at_dmin`, or none)
-  const auto headers = [&](int at_d, int at_dmin) {
-    for (int g = 0; g < G; ++g) {
-      panel_headers(t, pb[g], hdr[g]);
-      d[g] = f16_lanes(hdr[g], at_d);
-      if (at_dmin >= 0) dmin[g] = f16_lanes(hdr[g], at_dmin);
-    }
-  };
   switch (t) {
     case GgmlType::kF16:
       for (int e = 0; e < n; ++e) {
@@ -248,13 +239,13 @@ inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& si
         }
       }
       return;
-    case GgmlType::kQ2_K: {
-      headers(80, 82);
+    case GgmlType::kQ2_K: {  // scales[s]: scale in the low nibble, min in the high one
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 80), dmin[g] = f16(g, 82);
       const int q = ggml_panel_field_offset(t, 0);
       for (int s = 0; s < 16; ++s) {
         for (int g = 0; g < G; ++g) {
-          for (int i = 0; i < 8; ++i) sc[i] = hdr[g][i][s] & 0xF, mn[i] = hdr[g][i][s] >> 4;
-          vd[g] = scaled_lanes(d[g], sc), vm[g] = scaled_lanes(dmin[g], mn);
+          const __m256i sm = byte(g, s);
+          vd[g] = scaled_lanes(d[g], _mm256_and_si256(sm, m4)), vm[g] = scaled_lanes(dmin[g], _mm256_srli_epi32(sm, 4));
         }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
@@ -265,14 +256,15 @@ inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& si
       }
       return;
     }
-    case GgmlType::kQ3_K: {
-      headers(108, -1);
+    case GgmlType::kQ3_K: {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 108);
       const int q = ggml_panel_field_offset(t, 0), hm = ggml_panel_field_offset(t, 1);
-      const __m256i four = _mm256_set1_epi32(4);
+      const __m256i four = _mm256_set1_epi32(4), m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
       for (int s = 0; s < 16; ++s) {
         for (int g = 0; g < G; ++g) {
-          for (int i = 0; i < 8; ++i) sc[i] = q3_K_scale(hdr[g][i] + 96, s);
-          vd[g] = scaled_lanes(d[g], sc);
+          const __m256i low = _mm256_and_si256(_mm256_srli_epi32(byte(g, 96 + s % 8), 4 * (s / 8)), m4);
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi32(byte(g, 96 + 8 + s % 4), 2 * (s / 4)), m3);
+          vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
         }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
@@ -288,13 +280,20 @@ inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& si
       return;
     }
     case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: {
-      headers(0, 2);
+    case GgmlType::kQ5_K: {  // k_scale_min over scales[12] at block byte 4
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 0), dmin[g] = f16(g, 2);
       const int q = ggml_panel_field_offset(t, 0);
       const int qh = t == GgmlType::kQ5_K ? ggml_panel_field_offset(t, 1) : -1;
       for (int j = 0; j < 8; ++j) {
         for (int g = 0; g < G; ++g) {
-          for (int i = 0; i < 8; ++i) k_scale_min(hdr[g][i] + 4, j, &sc[i], &mn[i]);
+          __m256i sc, mn;
+          if (j < 4) {
+            sc = _mm256_and_si256(byte(g, 4 + j), m6), mn = _mm256_and_si256(byte(g, 4 + j + 4), m6);
+          } else {
+            const __m256i hi = byte(g, 4 + j + 4);
+            sc = _mm256_or_si256(_mm256_and_si256(hi, m4), _mm256_slli_epi32(_mm256_srli_epi32(byte(g, 4 + j - 4), 6), 4));
+            mn = _mm256_or_si256(_mm256_srli_epi32(hi, 4), _mm256_slli_epi32(_mm256_srli_epi32(byte(g, 4 + j), 6), 4));
+          }
           vd[g] = scaled_lanes(d[g], sc), vm[g] = scaled_lanes(dmin[g], mn);
         }
         for (int l = 0; l < 32; ++l) {
@@ -309,15 +308,13 @@ inline void decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink&& si
       }
       return;
     }
-    case GgmlType::kQ6_K: {
-      headers(208, -1);
+    case GgmlType::kQ6_K: {  // scales[s]: int8 at block byte 192 + s
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 208);
       const int ql = ggml_panel_field_offset(t, 0), qh = ggml_panel_field_offset(t, 1);
       const __m256i off = _mm256_set1_epi32(32);
       for (int s = 0; s < 16; ++s) {  // 16 elements share a scale: scales[e / 16]
-        for (int g = 0; g < G; ++g) {
-          for (int i = 0; i < 8; ++i) sc[i] = static_cast<int8_t>(hdr[g][i][192 + s]);
-          vd[g] = scaled_lanes(d[g], sc);
-        }
+        for (int g = 0; g < G; ++g)
+          vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(byte(g, 192 + s), 24), 24));  // sign-extended
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           for (int g = 0; g < G; ++g) {
