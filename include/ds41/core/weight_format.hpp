@@ -121,22 +121,25 @@ DS41_HD float dot_ggml_blocks(const float* x, const uint8_t* row, int K, GgmlTyp
 //   value(row, k, t)            element k of a row-major row, before its block scale
 //   dot(in, row, scales, K, t)  the reference's output for one row (`scales`: its block scales)
 //   values(row, scales, K, t, out)  the row's K values, each times its block scale
-//   panel_value(group, i, k)    host panels: row i's element k of the group holding it
+//   panel_value(group, i, k)    host panels (kPanelGroupK > 0): row i's element k of its group
 // `t` is the ggml type of kGgmlBlocks (ignored by the others).
 template <WeightFormat F>
 struct FormatTraits;
 
-/// values() element by element: value(row, k) times row k's block scale where the format has them.
+/// values() element by element, for an entry Tr with no faster way: value(row, k) times the block
+/// scale of k where the format has them.
 template <class Tr>
-DS41_HD void values_by_element(const void* row, const float* scales, int K, GgmlType t, float* out) {
-  for (int k = 0; k < K; ++k) {
-    const float w = Tr::value(row, k, t);
-    out[k] = Tr::kBlockScaled ? w * scales[k / 32] : w;
+struct ValuesByElement {
+  DS41_HD static void values(const void* row, const float* scales, int K, GgmlType t, float* out) {
+    for (int k = 0; k < K; ++k) {
+      const float w = Tr::value(row, k, t);
+      out[k] = Tr::kBlockScaled ? w * scales[k / 32] : w;
+    }
   }
-}
+};
 
 template <>
-struct FormatTraits<WeightFormat::kF32> {
+struct FormatTraits<WeightFormat::kF32> : ValuesByElement<FormatTraits<WeightFormat::kF32>> {
   static constexpr const char* kName = "f32";
   static constexpr bool kBlockScaled = false;
   static constexpr int kScaleRows = 0;
@@ -146,14 +149,11 @@ struct FormatTraits<WeightFormat::kF32> {
   DS41_HD static float dot(LinearInput in, const void* row, const float*, int K, GgmlType) {
     return dot_f32(in.x, static_cast<const float*>(row), K);
   }
-  DS41_HD static void values(const void* row, const float* scales, int K, GgmlType t, float* out) {
-    values_by_element<FormatTraits>(row, scales, K, t, out);
-  }
   DS41_HD static float panel_value(const uint8_t* group, int i, int) { return reinterpret_cast<const float*>(group + 4 * i)[0]; }
 };
 
 template <>
-struct FormatTraits<WeightFormat::kBF16> {
+struct FormatTraits<WeightFormat::kBF16> : ValuesByElement<FormatTraits<WeightFormat::kBF16>> {
   static constexpr const char* kName = "bf16";
   static constexpr bool kBlockScaled = false;
   static constexpr int kScaleRows = 0;
@@ -162,9 +162,6 @@ struct FormatTraits<WeightFormat::kBF16> {
   DS41_HD static float value(const void* row, int k, GgmlType) { return bf16_to_f32(static_cast<const uint16_t*>(row)[k]); }
   DS41_HD static float dot(LinearInput in, const void* row, const float*, int K, GgmlType) {
     return dot_bf16(in.x, static_cast<const uint16_t*>(row), K);
-  }
-  DS41_HD static void values(const void* row, const float* scales, int K, GgmlType t, float* out) {
-    values_by_element<FormatTraits>(row, scales, K, t, out);
   }
   DS41_HD static float panel_value(const uint8_t* group, int i, int k) {
     return bf16_to_f32(reinterpret_cast<const uint16_t*>(group + 4 * i)[k % 2]);
@@ -183,7 +180,7 @@ DS41_HD constexpr int panel_code_byte(int i, int j) { return 4 * (i % 4) + ((0x0
 DS41_HD constexpr int fp4_panel_code_byte(int i, int j) { return 4 * (i % 4) + (j % 4) + 16 * (i / 4); }
 
 template <>
-struct FormatTraits<WeightFormat::kFp8Block32> {
+struct FormatTraits<WeightFormat::kFp8Block32> : ValuesByElement<FormatTraits<WeightFormat::kFp8Block32>> {
   static constexpr const char* kName = "fp8-block32";
   static constexpr bool kBlockScaled = true;
   static constexpr int kScaleRows = 32;
@@ -193,14 +190,11 @@ struct FormatTraits<WeightFormat::kFp8Block32> {
   DS41_HD static float dot(LinearInput in, const void* row, const float* scales, int K, GgmlType) {
     return dot_fp8_block32(in, static_cast<const uint8_t*>(row), scales, K);
   }
-  DS41_HD static void values(const void* row, const float* scales, int K, GgmlType t, float* out) {
-    values_by_element<FormatTraits>(row, scales, K, t, out);
-  }
   DS41_HD static float panel_value(const uint8_t* group, int i, int k) { return e4m3_decode(group[panel_code_byte(i, k % 4)]); }
 };
 
 template <>
-struct FormatTraits<WeightFormat::kFp4Block32> {
+struct FormatTraits<WeightFormat::kFp4Block32> : ValuesByElement<FormatTraits<WeightFormat::kFp4Block32>> {
   static constexpr const char* kName = "fp4-block32";
   static constexpr bool kBlockScaled = true;
   static constexpr int kScaleRows = 1;
@@ -212,9 +206,6 @@ struct FormatTraits<WeightFormat::kFp4Block32> {
   }
   DS41_HD static float dot(LinearInput in, const void* row, const float* scales, int K, GgmlType) {
     return dot_fp4_block32(in, static_cast<const uint8_t*>(row), scales, K);
-  }
-  DS41_HD static void values(const void* row, const float* scales, int K, GgmlType t, float* out) {
-    values_by_element<FormatTraits>(row, scales, K, t, out);
   }
   DS41_HD static float panel_value(const uint8_t* group, int i, int k) {
     const uint8_t byte = group[fp4_panel_code_byte(i, k % 8)];
@@ -241,7 +232,6 @@ struct FormatTraits<WeightFormat::kGgmlBlocks> {
   DS41_HD static void values(const void* row, const float*, int K, GgmlType t, float* out) {  // a block at a time
     dequantize_ggml_linear_blocks(t, static_cast<const uint8_t*>(row), K / ggml_block_elems(t), out);
   }
-  DS41_HD static float panel_value(const uint8_t*, int, int) { return 0.0f; }  // not this layout
 };
 
 /// The traits of the format a dispatch_format tag names.
