@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the text layer (tokenizer, engram derivation, chat) has no vector code: the README's command tests it
+# DS41_TEST_GROUPS=OFF: the four suites below each in its own binary, as this leg builds no other
+# suite of their unity groups (tests/CMakeLists.txt)
 cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
-  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF -DDS41_BUILD_PYTHON=OFF
+  -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF -DDS41_BUILD_PYTHON=OFF -DDS41_TEST_GROUPS=OFF
 # Only what runs the host backend's arithmetic, the one place with vector code (backend/host/,
 # core/simd_avx2.hpp): every golden through ds41-golden (the whole model: single rows, prompts,
 # the DSpark heads), the kernels against their DS41_HD definitions at the V4.1 shapes with K tails

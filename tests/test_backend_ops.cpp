@@ -4,6 +4,8 @@
 #include "backend_ops.hpp"
 #include "ds41/backend/host.hpp"
 
+namespace test_backend_ops {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 TEST_CASE("backend ops: HostBackend against the DS41_HD definitions, every operation") {
@@ -18,3 +20,5 @@ TEST_CASE("backend ops: HostBackend against the DS41_HD definitions, every opera
   }
   MESSAGE("host: " << ops << " operation x shape cases, " << compared << " outputs compared");
 }
+
+}  // namespace test_backend_ops

@@ -11,6 +11,8 @@
 #include "ds41/text/chat.hpp"
 #include "ds41/text/py_json.hpp"
 
+namespace test_chat {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using ds41::text::ChatOptions;
 using ds41::text::ThinkingMode;
 using OJ = nlohmann::ordered_json;
@@ -151,3 +153,5 @@ TEST_CASE("py_json: json.dumps(ensure_ascii=False) byte for byte") {
   CHECK(ds41::text::py_str(OJ(true), "x") == "True");
   CHECK_THROWS_AS(ds41::text::py_str(OJ::array({1}), "x"), ds41::Error);
 }
+
+}  // namespace test_chat

@@ -16,6 +16,8 @@
 #include "ds41/model/speculative.hpp"
 #include "ds41/testing/golden.hpp"
 
+namespace test_dspark {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using ModelH = Model<HostBackend>;
 using Seq = ModelH::Sequence;
@@ -339,3 +341,5 @@ TEST_CASE("speculation refuses what it cannot do, with the reason") {
   CHECK(full.length() <= f.g.config.max_seq_len);
   CHECK(r.tokens.size() >= 1);
 }
+
+}  // namespace test_dspark

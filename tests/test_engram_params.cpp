@@ -18,6 +18,8 @@
 #include "ds41/text/numpy_random.hpp"
 #include "ds41/text/tokenizer.hpp"
 
+namespace test_engram_params {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using json = nlohmann::json;
 using namespace ds41::text;
 
@@ -410,3 +412,7 @@ TEST_CASE("engram token map of the release from its tokenizer equals engram.py's
   wrong.compressed_vocab_size = 99093;
   CHECK_ERROR_MENTIONS(derive_engram_params(wrong, tok), "the tokenizer gives 99092 compressed ids");
 }
+
+#undef CHECK_ERROR_MENTIONS
+
+}  // namespace test_engram_params

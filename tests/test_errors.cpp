@@ -9,6 +9,8 @@
 #include "golden_checks.hpp"
 #include "temp_dir.hpp"
 
+namespace test_errors {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using json = nlohmann::json;
 
@@ -150,3 +152,7 @@ TEST_CASE("golden comparison reports mismatches") {
   mi[5] ^= 1;
   CHECK_FALSE(golden::compare("i", ids, ids.shape, CapType::kI32, nullptr, &mi).pass);
 }
+
+#undef CHECK_ERROR_MENTIONS
+
+}  // namespace test_errors

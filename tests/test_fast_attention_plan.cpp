@@ -15,6 +15,8 @@
 #include "ds41/core/compress_math.hpp"
 #include "fast_attention_emulation.hpp"
 
+namespace test_fast_attention_plan {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::fast_attn;
 
@@ -339,3 +341,5 @@ TEST_CASE("fast attention arithmetic: merging split states equals one state over
     CHECK(e.den == a.den);
   }
 }
+
+}  // namespace test_fast_attention_plan

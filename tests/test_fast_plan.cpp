@@ -15,6 +15,8 @@
 #include "ds41/backend/cuda/fast_linear_plan.hpp"
 #include "ds41/core/quant.hpp"
 
+namespace test_fast_plan {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 namespace {
@@ -312,3 +314,5 @@ TEST_CASE("fast emulation: the kernel's sums agree with MatrixView::dot within t
   CHECK(plan_fast_linear(40, 5120, 1, WeightFormat::kFp8Block32, kH200Sms).splits > 1);
   CHECK(plan_fast_linear(64, 1280, 1, WeightFormat::kFp8Block32, 1).splits == 1);
 }
+
+}  // namespace test_fast_plan

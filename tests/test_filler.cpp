@@ -4,6 +4,8 @@
 #include <string>
 #include "ds41/testing/golden.hpp"
 
+namespace test_filler {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 TEST_CASE("fnv1a64 and splitmix64 known values") {
@@ -58,3 +60,5 @@ TEST_CASE("the input tokens and the engram token map follow their rules") {
   for (int32_t c : g.config.engram.token_map) used.at(c) = 1;
   for (int u : used) CHECK(u == 1);
 }
+
+}  // namespace test_filler

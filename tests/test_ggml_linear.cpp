@@ -17,6 +17,8 @@
 #include "ds41/model/weights.hpp"
 #include "random_weights.hpp"
 
+namespace test_ggml_linear {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 namespace {
@@ -165,3 +167,5 @@ TEST_CASE("ggml linear: a matrix of blocks is refused when its bytes do not make
   CHECK_THROWS_AS(HostTensor::from_ggml_blocks({2, 100}, GgmlType::kQ4_K, std::vector<uint8_t>(288)), ds41::Error);
   CHECK_THROWS_AS(HostTensor::from_ggml_blocks({2, 256}, GgmlType::kMXFP4, std::vector<uint8_t>(34 * 8)), ds41::Error);
 }
+
+}  // namespace test_ggml_linear

@@ -16,6 +16,8 @@
 #include "ds41/core/ggml_quants.hpp"
 #include "ds41/io/gguf_types.hpp"
 
+namespace test_ggml_quants {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 namespace {
@@ -276,3 +278,5 @@ TEST_CASE("ggml_quants: the host Linear's block decoders give every vector block
   }
   CHECK(checked >= 7 * 48);
 }
+
+}  // namespace test_ggml_quants

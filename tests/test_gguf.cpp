@@ -12,6 +12,8 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
 
+namespace test_gguf {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::gguf;
 namespace fs = std::filesystem;
@@ -343,3 +345,5 @@ TEST_CASE("gguf: malformed files raise errors naming the file and the fault") {
     CHECK(!fs::exists(dir.file("no")));
   }
 }
+
+}  // namespace test_gguf

@@ -16,6 +16,8 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
 
+namespace test_gguf_dialects {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::gguf;
 
@@ -573,3 +575,5 @@ TEST_CASE("gguf derived facts: the candidate prefilter of the release's layout")
   other.compress_ratios[5] = 1;
   CHECK(!has_release_layout(other));
 }
+
+}  // namespace test_gguf_dialects

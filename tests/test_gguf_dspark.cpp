@@ -21,6 +21,8 @@
 #include "ds41/testing/golden_run.hpp"
 #include "temp_dir.hpp"
 
+namespace test_gguf_dspark {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::gguf;
 
@@ -545,3 +547,5 @@ TEST_CASE("gguf dspark: draft files that do not fit are refused by name") {
     CHECK(gw.config().dspark_active_experts() == g.config.dspark_active_experts());
   }
 }
+
+}  // namespace test_gguf_dspark

@@ -18,6 +18,8 @@
 #include "gguf_tiny_runs.hpp"
 #include "temp_dir.hpp"
 
+namespace test_gguf_engram {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::gguf;
 using namespace gguf_test;
@@ -248,3 +250,5 @@ TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values tabl
     CHECK(error_of([&] { safetensors::encode_model(vs); }).find("is an engram table of values") != std::string::npos);
   }
 }
+
+}  // namespace test_gguf_engram

@@ -19,6 +19,8 @@
 #include "gguf_tiny_runs.hpp"
 #include "temp_dir.hpp"
 
+namespace test_gguf_types {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using namespace ds41::gguf;
 using namespace gguf_test;
@@ -475,3 +477,5 @@ TEST_CASE("gguf types: MXFP4 engram rows (mxxm-t's tables) read with exactly ggm
     CHECK(compare(want, run(streamed), "mxfp4 engram row-read") > 100);
   }
 }
+
+}  // namespace test_gguf_types

@@ -2,6 +2,8 @@
 #include "golden_checks.hpp"
 #include "ds41/backend/host.hpp"
 
+namespace test_golden_host {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 TEST_CASE("host: every capture of every step of the tiny golden") { testing::check_full_golden<HostBackend>(); }
@@ -33,3 +35,5 @@ TEST_CASE("host: every capture of every step is bit-identical to the reference")
   CHECK(exact == total);
   CHECK(total == 1006);
 }
+
+}  // namespace test_golden_host

@@ -15,6 +15,8 @@
 #include "ds41/io/safetensors_writer.hpp"
 #include "temp_dir.hpp"
 
+namespace test_hf_config {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 namespace fs = std::filesystem;
 namespace st = ds41::safetensors;
@@ -450,3 +452,5 @@ TEST_CASE("hf config: a release-layout checkpoint of the tiny fp8 golden reads b
   CHECK(!e2.empty());
   CHECK(!fs::exists(ck2));
 }
+
+}  // namespace test_hf_config

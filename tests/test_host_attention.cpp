@@ -13,6 +13,8 @@
 #include "ds41/core/simd_avx2.hpp"
 #include "same_bits.hpp"
 
+namespace test_host_attention {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using ds41::testing::same_bits;
 
@@ -239,3 +241,5 @@ TEST_CASE("sparse attention, several heads at once: products near 2^-126 (multip
   }
 }
 #endif
+
+}  // namespace test_host_attention

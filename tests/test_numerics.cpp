@@ -17,6 +17,8 @@
 #include "ds41/core/topk.hpp"
 #include "ds41/core/torch_math.hpp"
 
+namespace test_numerics {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 TEST_CASE("bf16 rounds to nearest, ties to even") {
@@ -575,3 +577,5 @@ TEST_CASE("fp8/fp4 Linear: the input is act_quant'ed (e4m3, pow2 scale per 32) b
   for (int k = 0; k < K; ++k) expect_b += x[k];
   CHECK(b.dot(x.data(), 0) == expect_b);
 }
+
+}  // namespace test_numerics

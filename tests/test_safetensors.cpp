@@ -16,6 +16,8 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
 
+namespace test_safetensors {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 namespace fs = std::filesystem;
 namespace st = ds41::safetensors;
@@ -547,3 +549,5 @@ TEST_CASE("safetensors: MTP and vision tensors are skipped with a note, and n_mt
   CHECK(e.find(ck + "/config.json") != std::string::npos);
   CHECK(e.find("'compress_ratios' has 6 entries, expected n_layers + n_mtp_layers = 7") != std::string::npos);
 }
+
+}  // namespace test_safetensors

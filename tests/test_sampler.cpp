@@ -10,6 +10,8 @@
 #include <vector>
 #include "ds41/text/sampler.hpp"
 
+namespace test_sampler {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using ds41::text::Sampler;
 using ds41::text::SamplerOptions;
 
@@ -250,3 +252,5 @@ TEST_CASE("sampler: draw frequencies match the target distribution (chi-square)"
     CHECK(noncentrality(shifted, p, n) > 100 * 27.63);
   }
 }
+
+}  // namespace test_sampler

@@ -11,6 +11,8 @@
 #include "ds41/ds41.hpp"
 #include "ds41/testing/golden.hpp"
 
+namespace test_sequence {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 using Seq = Model<HostBackend>::Sequence;
 
@@ -416,3 +418,5 @@ TEST_CASE("bad input is refused with a clear error and no sequence changes") {
   std::vector<uint8_t> junk(before.size(), 0x41);
   CHECK_THROWS_WITH_AS(m.restore(junk), doctest::Contains("bad magic"), Error);
 }
+
+}  // namespace test_sequence

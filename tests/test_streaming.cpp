@@ -20,6 +20,8 @@
 #include "ds41/model/streamed_experts.hpp"
 #include "temp_dir.hpp"
 
+namespace test_streaming {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 namespace fs = std::filesystem;
 
@@ -328,3 +330,5 @@ TEST_CASE("streaming: weights that cannot stream (an in-memory WeightSet) are re
   const std::string r = error_of([&] { RowReaderTable<HB> t(w, "layers.0.engram.", 4, g.config.head_dim); });
   CHECK(r.find("cannot be read by rows") != std::string::npos);
 }
+
+}  // namespace test_streaming

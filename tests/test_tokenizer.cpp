@@ -10,6 +10,8 @@
 #include "ds41/text/tokenizer.hpp"
 #include "temp_dir.hpp"
 
+namespace test_tokenizer {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using ds41::testing::error_of;
 using ds41::text::StreamDecoder;
 using ds41::text::Tokenizer;
@@ -314,3 +316,5 @@ TEST_CASE("tokenizer: release tokenizer → GGUF metadata → from_gguf gives th
   w3.write_file(dir.file("none.gguf"));
   CHECK(error_of([&] { ds41::text::from_gguf(ds41::gguf::GgufFile(dir.file("none.gguf"))); }).find("tokenizer.ggml.model") != std::string::npos);
 }
+
+}  // namespace test_tokenizer

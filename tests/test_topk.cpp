@@ -19,6 +19,8 @@
 #include "device_topk_rule.hpp"
 #include "nine_sequences.hpp"
 
+namespace test_topk {  // its names apart from its unity group's other files (tests/CMakeLists.txt)
+
 using namespace ds41;
 
 namespace {
@@ -330,3 +332,5 @@ TEST_CASE("nine sequences through the device's topk_rows rule give the host's lo
   CHECK(differ_redo == 0);
   CHECK(differ_plain > 0);  // the case is exercised: the rule matters here
 }
+
+}  // namespace test_topk
