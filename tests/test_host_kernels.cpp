@@ -276,7 +276,6 @@ TEST_CASE("batched decode on panels (T = 2..17): every format and vector level b
   }
 }
 
-#if defined(__AVX2__)
 namespace {
 
 /// fp8 codes as trained weights have them: rarely subnormal (about 1 in 4096 codes kept subnormal,
@@ -299,7 +298,7 @@ HostTensor fp8_trained_like(int rows, int cols, std::mt19937& rng) {
 }
 
 /// compare_panel_linear with a caller-chosen single input row x (T = 1).
-long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vector<float>& x, HostThreadPool& pool,
+[[maybe_unused]] long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vector<float>& x, HostThreadPool& pool,
                         host_gemv::VectorIsa isa) {
   const MatrixView w = t.view();
   std::vector<float> fast(w.rows, 7.0f);
@@ -311,6 +310,7 @@ long compare_panel_gemv(const HostTensor& t, const MatrixView& p, const std::vec
 
 }  // namespace
 
+#if defined(__AVX2__)
 TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
   // every check runs at each vector level this build has (AVX-512 BF16 dot products,
   // host/gemv_fp8dot512.hpp; AVX-512 multiply-adds, host/gemv_scaled512.hpp; AVX2 alone): the

@@ -111,6 +111,7 @@ void pack_elementwise(const MatrixView& src, std::vector<uint8_t>& payload, std:
           panel[(k / 8) * 32 + fp4_panel_code_byte(i, k % 8)] |= static_cast<uint8_t>(k % 8 >= 4 ? code << 4 : code);
         }
         break;
+      case WeightFormat::kGgmlBlocks: FAIL("GGUF blocks have their own panels (core/ggml_panels.hpp)"); break;
     }
   }
   const long kblocks = (src.cols + 31) / 32;

@@ -209,9 +209,8 @@ inline int header_at(GgmlType t, int o) {
   const GgmlPanelLayout l = ggml_panel_layout(t);
   return o < l.header_end[0] ? o - l.header_begin[0] : l.header_end[0] - l.header_begin[0] + o - l.header_begin[1];
 }
-/// Lane i: the 32-bit word at `o` of row i's header (the
-/// headers lie row after row, `hb` bytes each, at the start of the panel block pb). One gather: its
-/// 4-byte reads stay inside the block.
+/// Lane i: the 32-bit word at `o` of row i's header (the headers lie row after row, `hb` bytes
+/// each, at the start of the panel block pb): one gather, whose reads stay inside the headers.
 inline __m256i header_words(const uint8_t* pb, int hb, int o) {
   const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hb));
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(pb + o), rows, 1);
@@ -227,7 +226,6 @@ inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
 inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
 
-/// Columns [0, n) of panel blocks starting at `pb` (n: whole blocks; F16: any n) into cols.
 /// Columns [0, n) of G panels' blocks (pb[g]: panel g's first block; n whole blocks, F16 any n):
 /// sink(e, v) with v[g] column e of panel g; returns the sink. The G panels advance side by side so
 /// that a sink that adds into G accumulators runs G independent chains (the decode GEMV's fused
