@@ -313,10 +313,7 @@ inline std::pair<TensorType, std::vector<uint8_t>> encode_tensor(const HostTenso
     return {TensorType::kMXFP4, out};
   }
   // a format with no GGUF type of its own: its values, exactly, as f32
-  const std::vector<float> v = t.to_f32();
-  std::vector<uint8_t> out(v.size() * 4);
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return {TensorType::kF32, out};
+  return {TensorType::kF32, HostTensor::from_f32(t.shape, t.to_f32()).payload};
 }
 
 /// Engram table rows (codes as kFp8Block32 payload or e4m3 values in f32) and their pow2 scales

@@ -96,9 +96,7 @@ inline std::vector<EncodedTensor> encode_tensor(const std::string& name, const H
   }
   // a format safetensors has no dtype for (a GGUF file's blocks): its values, exactly, as f32
   w.dtype = Dtype::kF32;
-  const std::vector<float> v = t.to_f32();
-  w.bytes.resize(v.size() * 4);
-  if (!v.empty()) std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+  w.bytes = HostTensor::from_f32(t.shape, t.to_f32()).payload;
   return out;
 }
 

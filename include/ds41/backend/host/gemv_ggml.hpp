@@ -177,14 +177,8 @@ inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
 // core/ggml_quants.hpp's scalar function gives it for that row's block (the same operations on the
 // same operands: products d·scale first, then ·q, then − dmin·min, each rounded on its own).
 
-/// Lane i's field of width W (bits) from the column word: (word >> W·i) & (2^W − 1).
-template <int W>
-inline __m256i lane_codes(uint32_t word) {
-  const __m256i shifts = _mm256_setr_epi32(0, W, 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W);
-  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), _mm256_set1_epi32((1 << W) - 1));
-}
 /// Lane i's code of column e0 + J in a field of width W (bits per row; W bytes per column), e0 a
-/// multiple of 4: the 32-bit word holding it (4 / W columns) broadcast straight from memory, then a
+/// multiple of 4 / W: the 32-bit word holding it (4 / W columns) broadcast straight from memory, then a
 /// variable shift and a mask. Reading whole words, which never pass the field's end, costs one load
 /// per word instead of a scalar load, a move and a shuffle per column (Q2_K's decode GEMV: 813 ->
 /// 648 us at 1280 x 5120).
@@ -340,7 +334,7 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
             for (int g = 0; g < G; ++g)
-              v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(lane_codes<4>(load_u32(pb[g] + q + 4 * e)))), vm[g]);
+              v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(field_codes<4, 0>(pb[g] + q, e))), vm[g]);
             sink(e, v);
           }
           continue;

@@ -40,11 +40,6 @@
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_gemv {
 
-/// W[n, k] as the float the reference multiplies x[k] by (before any block scale).
-inline float weight_at(const MatrixView& w, int n, int k) { return w.stored_value(n, k); }
-
-/// The scale the reference multiplies row n's partial sum of block kb/32 by (fp8/fp4 only).
-inline float block_scale_at(const MatrixView& w, int n, int kb) { return w.scale_row(n)[kb / 32]; }
 
 
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
@@ -57,7 +52,7 @@ constexpr int kTileVecs = 4;   // 8-row vectors per tile
 constexpr int kRowChunk = 16;  // input rows sharing one decoded block
 
 // Column decoders: c[j] = column k + j of rows [n0, n0 + 8) (lane i = row n0 + i), exactly the
-// floats weight_at() gives.
+// floats MatrixView::stored_value() gives.
 struct F32Columns {
   static constexpr WeightFormat kFormat = WeightFormat::kF32;
   static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
@@ -145,15 +140,15 @@ inline void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m
   alignas(32) float col[8];
   for (int k = 0; k < kn; ++k)
     for (int v = 0; v < NV; ++v) {
-      for (int i = 0; i < 8; ++i) col[i] = weight_at(w, n0 + 8 * v + i, kb + k);
+      for (int i = 0; i < 8; ++i) col[i] = w.stored_value(n0 + 8 * v + i, kb + k);
       wt[k][v] = _mm256_load_ps(col);
     }
 }
 
 inline __m256 block_scales8(const MatrixView& w, int n0, int kb) {
-  if (w.format == WeightFormat::kFp8Block32) return _mm256_set1_ps(block_scale_at(w, n0, kb));
+  if (w.format == WeightFormat::kFp8Block32) return _mm256_set1_ps(w.scale_row(n0)[kb / 32]);
   alignas(32) float s[8];
-  for (int i = 0; i < 8; ++i) s[i] = block_scale_at(w, n0 + i, kb);
+  for (int i = 0; i < 8; ++i) s[i] = w.scale_row(n0 + i)[kb / 32];
   return _mm256_load_ps(s);
 }
 
