@@ -2,9 +2,9 @@
 # Installs what building ds41 needs on a fresh Debian machine (only the packages that are
 # missing): a C++20 compiler, CMake, nlohmann/json, doctest, Google Benchmark, PCRE2 and utf8proc (the
 # text layer), OpenSSL (ds41-tokenize's SHA-256); and for the Python module (docs/PYTHON.md) a
-# virtual environment .venv with nanobind, numpy and pytest from PyPI, the Python CMake builds the
-# module for and CTest runs pytest with. The CUDA toolkit is optional (nvcc on PATH turns the
-# device path on).
+# virtual environment .venv with nanobind, numpy, pytest and gguf (gguf-py, the other GGUF writer
+# the tests read) from PyPI, the Python CMake builds the module for and CTest runs pytest with. The
+# CUDA toolkit is optional (nvcc on PATH turns the device path on).
 #   scripts/setup.sh               build + test dependencies
 #   scripts/setup.sh --sanitizers  also clang and its runtimes (ASan/UBSan/LSan, libFuzzer)
 set -euo pipefail
@@ -39,7 +39,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: making .venv (python3 -m venv) for the Python module"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import nanobind, numpy, pytest" 2>/dev/null; then
-  echo "setup: installing nanobind, numpy, pytest into .venv (PyPI)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check nanobind numpy pytest
+if ! .venv/bin/python -c "import nanobind, numpy, pytest, gguf" 2>/dev/null; then
+  echo "setup: installing nanobind, numpy, pytest, gguf into .venv (PyPI)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check nanobind numpy pytest gguf
 fi
