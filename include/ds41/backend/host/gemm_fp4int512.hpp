@@ -317,9 +317,16 @@ struct Rows {
     grow(row_bias, c.T * nb);
     grow(row_plane_counts, c.T * nb);
     rows.resize(static_cast<size_t>(c.T));
-    for_each_input_row(c, [&](long r) {
-      rows[r] = prepare_row(c.x + r * c.x_stride, c.xs + r * kblocks, K, row_words.data() + r * nw,
-                            row_units.data() + r * nb, row_bias.data() + r * nb, row_plane_counts.data() + r * nb);
+    // The rows may run on the pool's threads, where these thread_local names would be each
+    // thread's own (empty) buffers: the lambda takes this thread's by pointer.
+    uint32_t* const words = row_words.data();
+    float* const units = row_units.data();
+    int32_t* const bias = row_bias.data();
+    uint8_t* const plane_counts = row_plane_counts.data();
+    RowPlanes* const out = rows.data();
+    for_each_input_row(c, [=, &c](long r) {
+      out[r] = prepare_row(c.x + r * c.x_stride, c.xs + r * kblocks, K, words + r * nw, units + r * nb, bias + r * nb,
+                           plane_counts + r * nb);
     });
     p.rows = rows.data();
     return true;

@@ -421,16 +421,24 @@ struct Rows {
     grow(row_part_scales, c.T * kblocks);
     inputs.resize(static_cast<size_t>(c.T));
     taken.assign(static_cast<size_t>(c.T), 0);
-    for_each_input_row(c, [&](long r) {
+    // The rows may run on the pool's threads, where these thread_local names would be each
+    // thread's own (empty) buffers: the lambda takes this thread's by pointer.
+    float* const scaled = row_scaled.data();
+    float* const part_scales = row_part_scales.data();
+    uint32_t* const pairs = row_pairs.data();
+    uint32_t* const lifted = row_lifted_pairs.data();
+    RowInputs* const in = inputs.data();
+    uint8_t* const took = taken.data();
+    for_each_input_row(c, [=, &c](long r) {
       const float* q = c.x + r * c.x_stride;
       const float* qs = c.xs + r * kblocks;
-      float* xs_r = row_scaled.data() + r * ns;
-      uint32_t* pairs_r = row_pairs.data() + r * np;
-      uint32_t* lifted_r = row_lifted_pairs.data() + r * np;
-      float* part_scales_r = row_part_scales.data() + r * kblocks;
-      taken[r] = prepare_row(q, K, xs_r, pairs_r) && prepare_part_scales(qs, kblocks, part_scales_r);
-      if (taken[r]) lift_pairs(pairs_r, K, lifted_r);
-      inputs[r] = RowInputs{q, qs, xs_r, pairs_r, lifted_r, part_scales_r};
+      float* xs_r = scaled + r * ns;
+      uint32_t* pairs_r = pairs + r * np;
+      uint32_t* lifted_r = lifted + r * np;
+      float* part_scales_r = part_scales + r * kblocks;
+      took[r] = prepare_row(q, K, xs_r, pairs_r) && prepare_part_scales(qs, kblocks, part_scales_r);
+      if (took[r]) lift_pairs(pairs_r, K, lifted_r);
+      in[r] = RowInputs{q, qs, xs_r, pairs_r, lifted_r, part_scales_r};
     });
     if (!std::all_of(taken.begin(), taken.end(), [](uint8_t t) { return t != 0; })) return false;
     p.rows = inputs.data();
