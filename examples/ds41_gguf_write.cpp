@@ -9,7 +9,7 @@
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
 // V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
 // 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264;
-// --engram-type as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4) of their values, as vcruz305's
+// --engram-type as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4, f16, bf16, f32) of their values, as vcruz305's
 // rungs quantize them (a table whose rows are not whole blocks keeps its fp8 rows and is listed).
 // --dialect writes the metadata keys and tensor names of one of the published dialects
 // (docs/GGUF.md "Dialects"; default llama.cpp).
@@ -43,7 +43,8 @@ static void print_usage(std::FILE* to) {
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
                "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
                "  --engram-type TYPE   engram tables as blocks of TYPE of their values: q8_0, q2_K, q3_K, q4_K,\n"
-               "                       q5_K, q6_K, iq2_xxs or mxfp4 (rows not whole blocks keep their fp8 rows)\n"
+               "                       q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16 or f32 (rows not whole blocks keep\n"
+               "                       their fp8 rows)\n"
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --omit-key KEY       leave the metadata key KEY out (repeatable), to write a file as another\n"
@@ -103,7 +104,7 @@ int gguf_write_main(int argc, char** argv) {
       if (!ds41::gguf::tensor_type_from_name(argv[++i], &t) ||
           !(ds41::gguf::engram_value_type(t) || t == ds41::gguf::TensorType::kMXFP4))
         return usage(a + ": not a type ds41 writes engram tables in: " + argv[i] +
-                     " (q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4)");
+                     " (q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16, f32)");
       opt.engram_type = t;
     } else if (a == "--omit-key") {
       if (i + 1 >= argc) return usage("--omit-key needs a key");

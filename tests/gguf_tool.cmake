@@ -49,8 +49,13 @@ expect("${out}" "2 tensors written in the requested types")
 run(0 info "${DIR}/e-00001-of-00002.gguf")
 expect("${out}" "engram: 2 Q8_0 tables: loaded, rows of ggml's f32 values \\(resident or row by row\\)")
 expect("${out}" "ds41 loads this model: yes")
-run(2 write "${GOLDEN}" "${DIR}/x" --engram-type f16)
-expect("${err}" "not a type ds41 writes engram tables in: f16")
+# and as F16 values (a conversion's --outtype f16)
+run(0 write "${GOLDEN}" "${DIR}/h" --shards 2 --engram-type f16)
+run(0 info "${DIR}/h-00001-of-00002.gguf")
+expect("${out}" "engram: 2 F16 tables: loaded, rows of ggml's f32 values \\(resident or row by row\\)")
+expect("${out}" "ds41 loads this model: yes")
+run(2 write "${GOLDEN}" "${DIR}/x" --engram-type q4_0)
+expect("${err}" "not a type ds41 writes engram tables in: q4_0")
 # ds41's own keys left out, as vcruz305's files lack them: info names what it derived; the tiny
 # golden's candidate prefilter is its own, so leaving that out too is refused naming the key
 run(0 write "${GOLDEN}" "${DIR}/p" --shards 2 --omit-key deepseek41.attention.kv_source_layer_ids

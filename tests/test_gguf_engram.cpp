@@ -3,8 +3,8 @@
 // a power of two. ds41 reads such a table as rows of ggml's f32 values, rounded to bf16 by the
 // lookup as the reference rounds its dequantized rows. Checked here: a table given as values runs
 // with the bits of the fp8 table it equals (the values path against the fp8 path); a tiny model
-// written with its engram tables in Q8_0, each K-quant, IQ2_XXS and MXFP4 runs, resident and with
-// RowReaderTable, with the bits of the same model given the file's dequantized values
+// written with its engram tables in Q8_0, each K-quant, IQ2_XXS, MXFP4, F16, BF16 and F32 runs,
+// resident and with RowReaderTable, with the bits of the same model given the file's dequantized values
 // (core/ggml_quants.hpp, block by block from the file's bytes) as its tables; a non-finite row,
 // rows that are not whole blocks and a value table's missing scales are refused by name.
 // Compiled into test_gguf_types (tests/CMakeLists.txt).
@@ -97,15 +97,16 @@ TEST_CASE("gguf engram: a table of values runs with the bits of the fp8 table it
   }
 }
 
-TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS and MXFP4 run with the bits of their ggml values, "
-          "resident and row-read") {
+TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS, MXFP4, F16, BF16 and F32 run with the bits of "
+          "their ggml values, resident and row-read") {
   struct Case {
     TensorType type;
     bool rows256;
   };
-  const Case cases[] = {{TensorType::kQ8_0, false}, {TensorType::kQ8_0, true},  {TensorType::kQ2_K, true},
-                        {TensorType::kQ3_K, true},  {TensorType::kQ4_K, true},  {TensorType::kQ5_K, true},
-                        {TensorType::kQ6_K, true},  {TensorType::kIQ2_XXS, true}, {TensorType::kMXFP4, false}};
+  const Case cases[] = {{TensorType::kQ8_0, false}, {TensorType::kQ8_0, true},    {TensorType::kQ2_K, true},
+                        {TensorType::kQ3_K, true},  {TensorType::kQ4_K, true},    {TensorType::kQ5_K, true},
+                        {TensorType::kQ6_K, true},  {TensorType::kIQ2_XXS, true}, {TensorType::kMXFP4, false},
+                        {TensorType::kF16, false},  {TensorType::kBF16, false},   {TensorType::kF32, false}};
   for (const Case& k : cases) {
     const Tiny& t = tiny_model(k.rows256);
     const std::string tn = tensor_type_name(k.type);
@@ -114,11 +115,21 @@ TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS and MXFP4 run with
     TempDir dir;
     WriteOptions opt;
     opt.engram_type = k.type;
-    const WriteResult wr = write_model(t.config, t.weights, dir.file("m"), opt);
+    // A float type holds the fp8 values exactly (e4m3 times a power of two; f16 where in range), so
+    // its tables are written from other values, code · scale · 1.3 + 2^-9: a run on the fp8 tables
+    // instead would differ
+    const bool float_type = ggml_info(k.type)->block_elems == 1;
+    const WeightSet source = !float_type ? WeightSet{} : with_value_tables(t.config, t.weights, [&](int, const std::string& p) {
+      std::vector<float> v = fp8_values(t.weights, p);
+      for (float& x : v) x = x * 1.3f + 0x1p-9f;
+      return HostTensor::from_f32(t.weights.all().at(p + "weight").shape, v);
+    });
+    const WriteResult wr = write_model(t.config, float_type ? source : t.weights, dir.file("m"), opt);
     CHECK(wr.kept.empty());
     CHECK(wr.converted == static_cast<long>(t.config.engram_layer_ids.size()));
     GgufWeights gw(wr.paths[0]);
     // the oracle: ggml's values of the file's blocks, dequantized block by block from its bytes
+    // (the float types widened here: f16 by numeric.hpp's conversion, bf16 as the high half of an f32)
     bool differ = false;
     const WeightSet oracle = with_value_tables(t.config, t.weights, [&](int l, const std::string& p) {
       const TensorInfo* ti = gw.shards().find(engram_table(Dialect::kLlamaCpp, l));
@@ -127,9 +138,15 @@ TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS and MXFP4 run with
       const std::vector<uint8_t> raw = gw.shards().read_tensor(*ti);
       const GgmlTypeInfo* info = ggml_info(k.type);
       std::vector<float> v(raw.size() / info->block_bytes * info->block_elems);
-      for (size_t b = 0; b < raw.size() / info->block_bytes; ++b)
-        REQUIRE(dequantize_ggml_block(static_cast<GgmlType>(k.type), raw.data() + b * info->block_bytes,
-                                      v.data() + b * info->block_elems));
+      for (size_t b = 0; b < raw.size() / info->block_bytes; ++b) {
+        const uint8_t* at = raw.data() + b * info->block_bytes;
+        const uint32_t half = static_cast<uint32_t>(at[0] | at[1] << 8);
+        if (k.type == TensorType::kF32) std::memcpy(&v[b], at, 4);
+        else if (k.type == TensorType::kF16) v[b] = f16_to_f32(static_cast<uint16_t>(half));
+        else if (k.type == TensorType::kBF16) v[b] = bits_f32(half << 16);
+        else
+          REQUIRE(dequantize_ggml_block(static_cast<GgmlType>(k.type), at, v.data() + b * info->block_elems));
+      }
       const std::vector<float> fp8 = fp8_values(t.weights, p);
       REQUIRE(v.size() == fp8.size());
       for (size_t i = 0; i < v.size(); ++i) differ = differ || f32_bits(v[i]) != f32_bits(fp8[i]);
@@ -148,9 +165,9 @@ TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS and MXFP4 run with
 }
 
 TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values table's scales are refused by name") {
-  SUBCASE("a row with an infinite or NaN scale, resident and row-read") {
+  SUBCASE("a row with an infinite or NaN scale (an F16 table: value), resident and row-read") {
     const Tiny& t = tiny_model(true);
-    const TensorType types[] = {TensorType::kQ4_K, TensorType::kQ8_0};
+    const TensorType types[] = {TensorType::kQ4_K, TensorType::kQ8_0, TensorType::kF16};
     for (const TensorType type : types) {
       CAPTURE(tensor_type_name(type));
       TempDir dir;
@@ -159,7 +176,8 @@ TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values tabl
       std::string table, file;
       uint64_t at = 0;
       const int layer = t.config.engram_layer_ids[0];
-      const long row = 3, block = type == TensorType::kQ8_0 ? 1 : 0;
+      // an F16 table's block is one element: its value, not a scale, is the NaN
+      const long row = 3, block = type == TensorType::kQ8_0 ? 1 : type == TensorType::kF16 ? 5 : 0;
       const std::string first = write_model(t.config, t.weights, dir.file("m"), opt).paths[0];
       {
         GgufShards s(first);
@@ -178,8 +196,8 @@ TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values tabl
         f.write(d, 2);  // +NaN or +inf as f16
       }
       GgufWeights gw(first);
-      const std::string named = tensor_type_name(type) + " engram row " + std::to_string(row) + " block " +
-                                std::to_string(block);
+      const std::string named = tensor_type_name(type) + " engram row " + std::to_string(row) +
+                                (type == TensorType::kF16 ? " element " : " block ") + std::to_string(block);
       const std::string e = error_of([&] { Model<HB> m(gw.config(), gw); });
       CHECK(e.find("tensor '" + table + "'") != std::string::npos);  // the tensor and the row
       CHECK(e.find(named) != std::string::npos);

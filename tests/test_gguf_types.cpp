@@ -378,11 +378,11 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("tensor 'k': Q4_K block 1") != std::string::npos);
     CHECK(e.find("non-finite") != std::string::npos);
   }
-  SUBCASE("an engram table of a type that is neither rows of codes and scales nor a block type") {
-    std::vector<uint8_t> b = encode_values(std::vector<float>(4 * 32, 1.0f), TensorType::kF16);
-    const std::string e =
-        error_of([&] { decode_tensor(TensorType::kF16, {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
-    CHECK(e.find("tensor 'e': engram table has type F16, expected DS41_FP8_ROW") != std::string::npos);
+  SUBCASE("an engram table of a type that is neither rows of codes and scales nor a type of values ds41 reads") {
+    const std::vector<uint8_t> b(4 * 18, 0);  // four Q4_0 blocks of 32 (f16 d + 16 bytes), a type ds41 does not read
+    const std::string e = error_of(
+        [&] { decode_tensor(static_cast<TensorType>(2), {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
+    CHECK(e.find("tensor 'e': engram table has type Q4_0, expected DS41_FP8_ROW") != std::string::npos);
   }
 }
 

@@ -63,15 +63,27 @@ inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, u
   return v;
 }
 
-/// Engram tables in ggml's block types whose values are not e4m3 codes times a power of two:
+/// Engram tables in ggml's types whose values are not e4m3 codes times a power of two:
 /// vcruz305's rungs quantize the tables with the rung (Q8_0 down to Q3_K; Q4_K at Q4_K_M), and the
-/// other K-quants and IQ2_XXS read alike. Such a table is read as rows of values, ggml's f32 of
-/// each row's K / block blocks (engram_value_rows), where the fp8 types are rows of codes and scales.
+/// other K-quants and IQ2_XXS read alike; a conversion with `--outtype f16/bf16/f32` (none
+/// published yet) writes them as plain floats. Such a table is read as rows of values, ggml's f32
+/// of each row's K / block blocks (engram_value_rows), where the fp8 types are rows of codes and scales.
 inline bool engram_value_type(TensorType t) {
   switch (t) {
     case TensorType::kQ8_0: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
-    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: return true;
+    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: case TensorType::kF16:
+    case TensorType::kBF16: case TensorType::kF32: return true;
     default: return false;
+  }
+}
+/// One block of an engram value type to its f32 values: the float types element by element (f16 and
+/// bf16 widen exactly), the block types by ggml's dequantization.
+inline void engram_value_block(TensorType t, const uint8_t* p, float* out) {
+  switch (t) {
+    case TensorType::kF32: std::memcpy(out, p, 4); return;
+    case TensorType::kF16: *out = f16_to_f32(static_cast<uint16_t>(p[0] | p[1] << 8)); return;
+    case TensorType::kBF16: *out = bf16_to_f32(static_cast<uint16_t>(p[0] | p[1] << 8)); return;
+    default: dequantize_ggml_block(static_cast<GgmlType>(t), p, out); return;
   }
 }
 /// The tensor types an engram table may have: DS41_FP8_ROW (dims [K, rows]), I8 holding the same
@@ -83,7 +95,7 @@ inline bool engram_row_type(TensorType t) {
 }
 /// Names the engram row types, for messages.
 inline constexpr const char* kEngramRowTypes =
-    "DS41_FP8_ROW, I8 (row264), MXFP4, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or IQ2_XXS rows";
+    "DS41_FP8_ROW, I8 (row264), MXFP4, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, F16, BF16 or F32 rows";
 /// Refuses engram rows of K values that are not whole blocks of the value type t, naming `what`.
 inline void check_engram_value_row(TensorType t, long K, const std::string& what) {
   const long be = ggml_info(t)->block_elems;
@@ -108,8 +120,9 @@ inline uint64_t engram_row_bytes(TensorType t, long K) {
 
 /// ggml's f32 values of `rows` engram rows of K in a value type (engram_value_type), row after row,
 /// each its blocks in order: exactly dequantize_row_<type> (core/ggml_quants.hpp). A row whose
-/// values are not all finite (an inf or NaN f16 scale) is refused naming it (first_row + r, the
-/// table's row) and its block; K not whole blocks is refused.
+/// values are not all finite (an inf or NaN f16 scale, or value of a float type) is refused naming
+/// it (first_row + r, the table's row) and its block (a float type's element); K not whole blocks
+/// is refused.
 inline std::vector<float> engram_value_rows(TensorType t, const uint8_t* p, long rows, long K, long first_row,
                                             const std::string& what) {
   DS41_CHECK(engram_value_type(t), what, ": ", tensor_type_name(t), " is not an engram value type");
@@ -120,10 +133,12 @@ inline std::vector<float> engram_value_rows(TensorType t, const uint8_t* p, long
   for (long r = 0; r < rows; ++r)
     for (long b = 0; b < nb; ++b) {
       float* out = v.data() + r * K + b * be;
-      dequantize_ggml_block(static_cast<GgmlType>(t), p + (r * nb + b) * bb, out);
+      engram_value_block(t, p + (r * nb + b) * bb, out);
       for (long j = 0; j < be; ++j)
-        DS41_CHECK(std::isfinite(out[j]), what, ": ", tensor_type_name(t), " engram row ", first_row + r, " block ", b,
-                   " (element ", b * be + j, ") has the non-finite value ", out[j], " (a NaN or infinite scale)");
+        DS41_CHECK(std::isfinite(out[j]), what, ": ", tensor_type_name(t), " engram row ", first_row + r,
+                   be == 1 ? " element " : " block ", b,
+                   be == 1 ? std::string() : " (element " + std::to_string(b * be + j) + ")",
+                   " has the non-finite value ", out[j], be == 1 ? "" : " (a NaN or infinite scale)");
     }
   return v;
 }

@@ -171,7 +171,7 @@ inline bool write_engram_blocks(GgufWriter& out, const std::string& name, const 
                                 const std::optional<HostTensor>& sc, TensorType type, const std::string& what,
                                 std::vector<std::string>& kept) {
   DS41_CHECK(engram_value_type(type) || type == TensorType::kMXFP4, what, ": cannot write engram tables as ",
-             tensor_type_name(type), " (Q8_0, Q2_K..Q6_K, IQ2_XXS or MXFP4)");
+             tensor_type_name(type), " (Q8_0, Q2_K..Q6_K, IQ2_XXS, MXFP4, F16, BF16 or F32)");
   DS41_CHECK(codes.shape.size() == 2, what, ": not a matrix");
   const long rows = codes.shape[0], K = codes.shape[1], be = ggml_info(type)->block_elems;
   if (K % be != 0) {
