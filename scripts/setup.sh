@@ -41,5 +41,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import nanobind, numpy, pytest, gguf" 2>/dev/null; then
   echo "setup: installing nanobind, numpy, pytest, gguf into .venv (PyPI)"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check nanobind numpy pytest gguf
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check nanobind numpy pytest "gguf>=0.19,<0.20"
 fi
