@@ -2,15 +2,17 @@
 // engram hash parameters as deepseek41.* metadata) as GGUF shards OUT_PREFIX-0000k-of-0000n.gguf.
 //
 //   ds41-gguf-write GOLDEN.json OUT_PREFIX [--shards N] [--type TYPE] [--dense-type TYPE]
-//                   [--engram-i8 | --engram-type TYPE] [--dialect llama.cpp|ds4|mxxm] [--omit-key KEY]
+//                   [--engram-i8 | --engram-ds41-row | --engram-type TYPE] [--dialect llama.cpp|ds4|mxxm]
+//                   [--omit-key KEY]
 //                   [--tokenizer tokenizer.json]
 //                   [--draft DRAFT.gguf [--draft-family dflash|ds4]]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
 // V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
-// 256) keeps its own encoding and is listed. --engram-i8 writes the engram tables as I8 row264;
-// --engram-type as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4, f16, bf16, f32) of their values, as vcruz305's
-// rungs quantize them (a table whose rows are not whole blocks keeps its fp8 rows and is listed).
+// 256) keeps its own encoding and is listed. The engram tables are I8 row264 (--engram-i8, the
+// default; --engram-ds41-row: ds41's own DS41_FP8_ROW id, the same bytes);
+// --engram-type writes them as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4, f16, bf16, f32) of
+// their values, as vcruz305's rungs quantize them (a table whose rows are not whole blocks keeps its fp8 rows and is listed).
 // --dialect writes the metadata keys and tensor names of one of the published dialects
 // (docs/GGUF.md "Dialects"; default llama.cpp).
 // --draft also writes the model's DSpark draft head (a golden with dspark_* config and mtp.* weights)
@@ -41,7 +43,9 @@ static void print_usage(std::FILE* to) {
                "  --dense-type TYPE    attention projections, shared experts, indexer.attn_q_b, engram_wkv and\n"
                "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
-               "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW\n"
+               "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264; the default)\n"
+               "  --engram-ds41-row    engram tables as DS41_FP8_ROW (ds41's own type id 1000, the same bytes as\n"
+               "                       row264; no other GGUF reader knows it)\n"
                "  --engram-type TYPE   engram tables as blocks of TYPE of their values: q8_0, q2_K, q3_K, q4_K,\n"
                "                       q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16 or f32 (rows not whole blocks keep\n"
                "                       their fp8 rows)\n"
@@ -80,6 +84,7 @@ static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
 int gguf_write_main(int argc, char** argv) {
   std::string golden_path, prefix, tokenizer_path, draft_path;
   ds41::gguf::WriteOptions opt;
+  std::optional<std::string> engram_rows;  // --engram-i8 or --engram-ds41-row, where given
   std::optional<ds41::gguf::DraftFamily> family;
   int& shards = opt.shards;
   for (int i = 1; i < argc; ++i) {
@@ -96,8 +101,10 @@ int gguf_write_main(int argc, char** argv) {
       ds41::gguf::TensorType t;
       if (!parse_type(argv[++i], &t)) return usage(a + ": not a type ds41 writes: " + argv[i] + " (" + kTypes + ")");
       (a == "--type" ? opt.experts : opt.dense) = t;
-    } else if (a == "--engram-i8") {
-      opt.engram_i8 = true;
+    } else if (a == "--engram-i8" || a == "--engram-ds41-row") {
+      if (engram_rows) return usage(a + " and " + *engram_rows + " name two engram table types");
+      engram_rows = a;
+      opt.engram_i8 = a == "--engram-i8";
     } else if (a == "--engram-type") {
       if (i + 1 >= argc) return usage(a + " needs a type");
       ds41::gguf::TensorType t;
@@ -146,7 +153,7 @@ int gguf_write_main(int argc, char** argv) {
   }
   if (golden_path.empty() || prefix.empty()) return usage("GOLDEN.json and OUT_PREFIX are required");
   if (family && draft_path.empty()) return usage("--draft-family goes with --draft FILE");
-  if (opt.engram_i8 && opt.engram_type) return usage("--engram-i8 and --engram-type name two engram table types");
+  if (engram_rows && opt.engram_type) return usage(*engram_rows + " and --engram-type name two engram table types");
   try {
     const ds41::golden::Golden g = ds41::golden::load(golden_path);
 #if DS41_WITH_TEXT

@@ -423,6 +423,7 @@ TEST_CASE("gguf types: MXFP4 engram rows (mxxm-t's tables) read with exactly ggm
     TempDir dir;
     WriteOptions opt;
     opt.dialect = Dialect::kMxxm;  // engram_embed: DS41_FP8_ROW as written, MXFP4 as published
+    opt.engram_i8 = false;         // (the rows' dims then the table's [K, rows], as MXFP4's)
     opt.shards = 1;
     const std::string first = write_model(g.config, ws, dir.file("m"), opt).paths[0];
     // the same file with each engram table as MXFP4 blocks of its values (ds41's quantizer)

@@ -69,8 +69,8 @@ SUPER_SCALES = {
     Q.IQ2_XXS: ((0,), 6e-4),     # d qs[32 x u16]: |value| <= d*15.5/4*43
 }
 
-# ds41-gguf-write's options for the structure's source: a mix of types in each dialect (ds4's engram
-# tables are always I8 row264; the default DS41_FP8_ROW is not a ggml type gguf-py reads, below)
+# ds41-gguf-write's options for the structure's source: a mix of types in each dialect (the engram
+# tables I8 row264 by default, Q8_0 values where asked)
 DIALECTS = {
     "llama.cpp": ["--type", "q4_K", "--dense-type", "q8_0", "--engram-type", "q8_0"],
     "ds4": ["--type", "mxfp4", "--dense-type", "q6_K"],
@@ -403,12 +403,14 @@ def test_gguf_py_reads_ds41_files(dialect, tmp_path):
         assert np.array_equal(mine.view(np.uint32), theirs.reshape(-1).view(np.uint32)), f"{t.name}: values differ"
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="ds41-gguf-write's default engram tables are DS41_FP8_ROW (type id 1000, ds41's own; "
-                          "fp8 dense weights are DS41_FP8_BLOCK32, 1001): not ggml types, so gguf-py's reader "
-                          "(and llama.cpp) refuse the file; --engram-i8 / --engram-type / --dense-type write ggml's")
-@pytest.mark.parametrize("dialect", ["llama.cpp", "mxxm"])
+@pytest.mark.parametrize("dialect", ["llama.cpp", "ds4", "mxxm"])
 def test_gguf_py_reads_ds41_default_files(dialect, tmp_path):
-    """ds41-gguf-write with no type options: every shard gguf-py can open."""
+    """ds41-gguf-write with no type options: every shard gguf-py can open (the engram tables are I8
+    row264 by default; ds41's own DS41_FP8_ROW id, --engram-ds41-row, is no ggml type and gguf-py
+    refuses it, checked so that this test can fail)."""
     for p in _ds41_write(tmp_path, "m", ["--dialect", dialect]):
-        gguf.GGUFReader(p)
+        names = {t.name: t.tensor_type for t in gguf.GGUFReader(p).tensors}
+        assert all(t in set(gguf.GGMLQuantizationType) for t in names.values())
+    with pytest.raises(ValueError):
+        for p in _ds41_write(tmp_path, "r", ["--engram-ds41-row"]):
+            gguf.GGUFReader(p)

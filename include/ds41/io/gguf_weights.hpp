@@ -123,7 +123,10 @@ struct WriteOptions {
   uint64_t alignment = kDefaultAlignment;
   std::optional<TensorType> experts;  // routed experts (ffn_{gate,up,down}_exps)
   std::optional<TensorType> dense;    // the weights dense_quantized_weight names
-  bool engram_i8 = false;             // engram tables as I8 [K + K/32, rows] (row264) instead of DS41_FP8_ROW
+  /// Engram tables as I8 [K + K/32, rows] (row264, antirez's form: a ggml type, so gguf-py,
+  /// llama.cpp's parser and gguf-dump open the file); false: ds41's own DS41_FP8_ROW id, the same
+  /// bytes, which no other reader knows.
+  bool engram_i8 = true;
   /// Engram tables as blocks of this type (Q8_0, a K-quant, IQ2_XXS: rows of ggml's values; MXFP4)
   /// quantized from their values (code · scale, or a values table's own), as vcruz305's rungs write
   /// them; before engram_i8. A table whose rows are not whole blocks keeps its fp8 rows (listed in
@@ -131,7 +134,7 @@ struct WriteOptions {
   std::optional<TensorType> engram_type;
   /// Metadata keys and tensor names (docs/GGUF.md "Dialects"). ds4 always writes its engram
   /// tables as I8 row264; mxxm-t's own tables are MXFP4 rows, which ds41 reads (as fp8 rows) but
-  /// does not write: its engram_embed is written as DS41_FP8_ROW (or I8 with engram_i8).
+  /// does not write: its engram_embed is written as I8 row264 (DS41_FP8_ROW without engram_i8).
   Dialect dialect = Dialect::kLlamaCpp;
   /// Metadata keys (full names) left out of the file, to write it as another converter would: e.g.
   /// gguf::ds41_only_keys(), which vcruz305's files lack and the reader derives (gguf_derive.hpp).
