@@ -72,6 +72,11 @@ void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64
   std::string first;
   CHECK_MESSAGE(differing(yk, yf, first) == 0, "kept vs f32 Linear: ", first);
   CHECK_MESSAGE(differing(yd, yf, first) == 0, "MatrixView::dot vs f32 Linear: ", first);
+  // the AVX2 kernel where the build has AVX-512 (whose T > 1 tiles apply 16-lane vectors): the same bits
+  std::vector<float> ya(yk.size());
+  host_gemv::linear(x.data(), T, cols, mk.view(), ya.data(), rows, round, HostThreadPool::global(),
+                    host_gemv::VectorIsa::kAvx2);
+  CHECK_MESSAGE(differing(ya, yf, first) == 0, "kept (AVX2 kernels) vs f32 Linear: ", first);
   // a row slice that starts inside a panel (wo_a's groups, an fp8-free slice anywhere)
   if (rows > 13) {
     const int r0 = 5, nr = static_cast<int>(rows) - 13;

@@ -18,7 +18,9 @@
 // MatrixView::dot.
 //
 // Compiled for AVX2 (panels: AVX2 and F16C) when the translation unit has it; otherwise (and in
-// nvcc's device pass, which never sees this) every row goes through MatrixView::dot.
+// nvcc's device pass, which never sees this) every row goes through MatrixView::dot. With
+// AVX-512 (DS41_HOST_AVX512) T > 1 applies the decoded columns in 16-lane vectors, unless the call
+// asks for the AVX2 kernels (VectorIsa::kAvx2, which the tests use to run both).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include "../../core/ggml_quants.hpp"
 #include "../../core/linear_math.hpp"
 #include "../../core/simd_avx2.hpp"
+#include "bf16_range512.hpp"  // DS41_HOST_AVX512
 #include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -134,30 +137,64 @@ inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
   }
 }
 
-/// acc[t][g] += x[t][j] · cols[g][j] for j < n, in j order, for tc input rows (row t at x + t ·
+/// acc[t][g] += x[t][j] · cols[j][g] for j < n, in j order, for tc input rows (row t at x + t ·
 /// x_stride) and G 8-row groups: the f32 Linear's mul and add per lane, each rounded on its own.
-inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, const float (*cols)[kSegment][8],
-                          float (*acc)[kGroups][8]) {
-  for (int t = 0; t < tc; ++t) {
-    const float* xr = x + t * x_stride;
-    if (G == kGroups) {  // four chains side by side
+/// Each chain waits on its own add's latency at every column, so a whole tile runs several input
+/// rows side by side: with AVX-512 (`wide`) four rows in 16-lane vectors (two groups a vector:
+/// cols[j] holds the groups side by side for that), else two rows, eight 8-lane chains. Every
+/// lane's chain still adds its columns in j order: the bits are those of one row alone.
+inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, const float (*cols)[kGroups][8],
+                          float (*acc)[kGroups][8], bool wide) {
+  int t = 0;
+#if defined(DS41_HOST_AVX512)
+  if (G == kGroups && wide)
+    for (; t + 4 <= tc; t += 4) {
+      const float* xr = x + t * x_stride;
+      __m512 a[4][2];
+      for (int r = 0; r < 4; ++r)
+        for (int h = 0; h < 2; ++h) a[r][h] = _mm512_load_ps(acc[t + r][2 * h]);
+      for (int j = 0; j < n; ++j) {
+        const __m512 c0 = _mm512_load_ps(cols[j][0]), c1 = _mm512_load_ps(cols[j][2]);
+        for (int r = 0; r < 4; ++r) {
+          const __m512 xv = _mm512_set1_ps(xr[r * x_stride + j]);
+          a[r][0] = _mm512_add_ps(a[r][0], _mm512_mul_ps(xv, c0));
+          a[r][1] = _mm512_add_ps(a[r][1], _mm512_mul_ps(xv, c1));
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int h = 0; h < 2; ++h) _mm512_store_ps(acc[t + r][2 * h], a[r][h]);
+    }
+#else
+  (void)wide;
+#endif
+  if (G == kGroups)
+    for (; t + 2 <= tc; t += 2) {
+      const float* x0 = x + t * x_stride;
+      const float* x1 = x0 + x_stride;
       __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
       __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
+      __m256 b0 = _mm256_load_ps(acc[t + 1][0]), b1 = _mm256_load_ps(acc[t + 1][1]);
+      __m256 b2 = _mm256_load_ps(acc[t + 1][2]), b3 = _mm256_load_ps(acc[t + 1][3]);
       for (int j = 0; j < n; ++j) {
-        const __m256 xv = _mm256_set1_ps(xr[j]);
-        a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[0][j])));
-        a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[1][j])));
-        a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[2][j])));
-        a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[3][j])));
+        const __m256 xv = _mm256_set1_ps(x0[j]), xw = _mm256_set1_ps(x1[j]);
+        const __m256 c0 = _mm256_load_ps(cols[j][0]), c1 = _mm256_load_ps(cols[j][1]);
+        const __m256 c2 = _mm256_load_ps(cols[j][2]), c3 = _mm256_load_ps(cols[j][3]);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, c0)), b0 = _mm256_add_ps(b0, _mm256_mul_ps(xw, c0));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, c1)), b1 = _mm256_add_ps(b1, _mm256_mul_ps(xw, c1));
+        a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, c2)), b2 = _mm256_add_ps(b2, _mm256_mul_ps(xw, c2));
+        a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, c3)), b3 = _mm256_add_ps(b3, _mm256_mul_ps(xw, c3));
       }
       _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
       _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
-    } else {
-      for (int g = 0; g < G; ++g) {
-        __m256 a = _mm256_load_ps(acc[t][g]);
-        for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[g][j])));
-        _mm256_store_ps(acc[t][g], a);
-      }
+      _mm256_store_ps(acc[t + 1][0], b0), _mm256_store_ps(acc[t + 1][1], b1);
+      _mm256_store_ps(acc[t + 1][2], b2), _mm256_store_ps(acc[t + 1][3], b3);
+    }
+  for (; t < tc; ++t) {
+    const float* xr = x + t * x_stride;
+    for (int g = 0; g < G; ++g) {
+      __m256 a = _mm256_load_ps(acc[t][g]);
+      for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[j][g])));
+      _mm256_store_ps(acc[t][g], a);
     }
   }
 }
@@ -381,9 +418,9 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
   }
 }
 
-/// One panel's columns [0, n) into cols[e] (the multi-row path's buffer).
-inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[8]) {
-  decode_panels<1>(t, &pb, n, [cols](int e, const __m256* v) { _mm256_store_ps(cols[e], v[0]); });
+/// One panel's columns [0, n) into cols[e][g] (the multi-row path's buffer: a column's groups side by side).
+inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[kGroups][8], int g) {
+  decode_panels<1>(t, &pb, n, [cols, g](int e, const __m256* v) { _mm256_store_ps(cols[e][g], v[0]); });
 }
 
 /// The decode GEMV's sink: x[e] times each panel's column e added into its own chain.
@@ -398,11 +435,11 @@ struct ChainSink {
 
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights in panels.
 inline void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                               OutRound round, int n_begin, int n_end) {
+                               OutRound round, int n_begin, int n_end, bool wide) {
   const int K = w.cols;
   const int be = ggml_block_elems(w.ggml_type);
-  alignas(32) float cols[kGroups][kSegment][8];
-  alignas(32) float acc[kRowChunk][kGroups][8];
+  alignas(64) float cols[kSegment][kGroups][8];
+  alignas(64) float acc[kRowChunk][kGroups][8];
   // the view may start inside a panel (row_slice): its row n is stored row w.row0 + n
   int n0 = n_begin;
   while (n0 < n_end) {
@@ -423,8 +460,8 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
           for (int g = 0; g < kGroups; ++g) _mm256_store_ps(acc[0][g], chains.a[g]);
           continue;
         }
-        for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols[g]);
-        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc);
+        for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols, g);
+        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide);
       }
       for (int t = 0; t < tc; ++t)
         for (int r = 0; r < rows_here; ++r) {
@@ -440,9 +477,10 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
 
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights (usable(w)).
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end) {
+                        OutRound round, int n_begin, int n_end, bool wide = true) {
 #if defined(DS41_HOST_GGML_PANELS)
-  if (w.layout == WeightLayout::kPanels8) return linear_rows_panels(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
+  if (w.layout == WeightLayout::kPanels8)
+    return linear_rows_panels(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, wide);
 #endif
   if (w.layout == WeightLayout::kPanels8) return linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   const int K = w.cols;
@@ -450,8 +488,8 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
   const int be = ggml_block_elems(w.ggml_type), bb = ggml_block_bytes(w.ggml_type);
   const auto* data = static_cast<const uint8_t*>(w.data);
   alignas(32) float rowbuf[8][kSegment];
-  alignas(32) float cols[kGroups][kSegment][8];
-  alignas(32) float acc[kRowChunk][kGroups][8];
+  alignas(64) float cols[kSegment][kGroups][8];
+  alignas(64) float acc[kRowChunk][kGroups][8];
   int n0 = n_begin;
   while (n_end - n0 >= 8) {
     const int G = std::min(kGroups, (n_end - n0) / 8);
@@ -469,12 +507,12 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
             __m256 c[8];
             for (int i = 0; i < 8; ++i) c[i] = _mm256_load_ps(rowbuf[i] + j);
             avx2::transpose8(c);
-            for (int i = 0; i < 8; ++i) _mm256_store_ps(cols[g][j + i], c[i]);
+            for (int i = 0; i < 8; ++i) _mm256_store_ps(cols[j + i][g], c[i]);
           }
           for (; j < n; ++j)
-            for (int i = 0; i < 8; ++i) cols[g][j][i] = rowbuf[i][j];
+            for (int i = 0; i < 8; ++i) cols[j][g][i] = rowbuf[i][j];
         }
-        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc);
+        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide);
       }
       for (int t = 0; t < tc; ++t)
         for (int g = 0; g < G; ++g)
@@ -491,7 +529,7 @@ inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
   dequantize_ggml_linear_blocks(t, src, t == GgmlType::kF16 ? n : n / ggml_block_elems(t), out);
 }
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end) {
+                        OutRound round, int n_begin, int n_end, bool = true) {
   linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 }
 #endif
@@ -504,7 +542,8 @@ struct Kernel {
   static bool usable(const host_gemv::LinearCall& c) { return host_ggml::usable(c.w); }
   static bool prepare(const host_gemv::LinearCall&, Prepared&) { return true; }
   static void run(const host_gemv::LinearCall& c, const Prepared&, int n_begin, int n_end, int) {
-    host_ggml::linear_rows(c.x, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end);
+    host_ggml::linear_rows(c.x, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end,
+                           c.isa != host_gemv::VectorIsa::kAvx2);
   }
 };
 
