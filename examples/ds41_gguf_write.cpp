@@ -12,7 +12,8 @@
 // 256) keeps its own encoding and is listed. The engram tables are I8 row264 (--engram-i8, the
 // default; --engram-ds41-row: ds41's own DS41_FP8_ROW id, the same bytes);
 // --engram-type writes them as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4, f16, bf16, f32) of
-// their values, as vcruz305's rungs quantize them (a table whose rows are not whole blocks keeps its fp8 rows and is listed).
+// their values, as vcruz305's rungs quantize them (a table whose rows are not whole blocks keeps its
+// fp8 rows and is listed).
 // --dialect writes the metadata keys and tensor names of one of the published dialects
 // (docs/GGUF.md "Dialects"; default llama.cpp).
 // --draft also writes the model's DSpark draft head (a golden with dspark_* config and mtp.* weights)

@@ -4,8 +4,8 @@
 // lookup as the reference rounds its dequantized rows. Checked here: a table given as values runs
 // with the bits of the fp8 table it equals (the values path against the fp8 path); a tiny model
 // written with its engram tables in Q8_0, each K-quant, IQ2_XXS, MXFP4, F16, BF16 and F32 runs,
-// resident and with RowReaderTable, with the bits of the same model given the file's dequantized values
-// (core/ggml_quants.hpp, block by block from the file's bytes) as its tables; a non-finite row,
+// resident and with RowReaderTable, with the bits of the same model given the file's dequantized
+// values (core/ggml_quants.hpp, block by block from the file's bytes) as its tables; a non-finite row,
 // rows that are not whole blocks and a value table's missing scales are refused by name.
 // Compiled into test_gguf_types (tests/CMakeLists.txt).
 #include <doctest/doctest.h>
@@ -119,11 +119,12 @@ TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS, MXFP4, F16, BF16 
     // its tables are written from other values, code · scale · 1.3 + 2^-9: a run on the fp8 tables
     // instead would differ
     const bool float_type = ggml_info(k.type)->block_elems == 1;
-    const WeightSet source = !float_type ? WeightSet{} : with_value_tables(t.config, t.weights, [&](int, const std::string& p) {
+    auto other_values = [&](int, const std::string& p) {
       std::vector<float> v = fp8_values(t.weights, p);
       for (float& x : v) x = x * 1.3f + 0x1p-9f;
       return HostTensor::from_f32(t.weights.all().at(p + "weight").shape, v);
-    });
+    };
+    const WeightSet source = float_type ? with_value_tables(t.config, t.weights, other_values) : WeightSet{};
     const WriteResult wr = write_model(t.config, float_type ? source : t.weights, dir.file("m"), opt);
     CHECK(wr.kept.empty());
     CHECK(wr.converted == static_cast<long>(t.config.engram_layer_ids.size()));
@@ -176,7 +177,7 @@ TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values tabl
       std::string table, file;
       uint64_t at = 0;
       const int layer = t.config.engram_layer_ids[0];
-      // an F16 table's block is one element: its value, not a scale, is the NaN
+      // an F16 table's block is one element: its value, not a scale, is the inf
       const long row = 3, block = type == TensorType::kQ8_0 ? 1 : type == TensorType::kF16 ? 5 : 0;
       const std::string first = write_model(t.config, t.weights, dir.file("m"), opt).paths[0];
       {
