@@ -409,8 +409,7 @@ def test_gguf_py_reads_ds41_default_files(dialect, tmp_path):
     row264 by default; ds41's own DS41_FP8_ROW id, --engram-ds41-row, is no ggml type and gguf-py
     refuses it, checked so that this test can fail)."""
     for p in _ds41_write(tmp_path, "m", ["--dialect", dialect]):
-        names = {t.name: t.tensor_type for t in gguf.GGUFReader(p).tensors}
-        assert all(t in set(gguf.GGMLQuantizationType) for t in names.values())
+        gguf.GGUFReader(p)  # raises ValueError on a tensor type id that is not ggml's
     with pytest.raises(ValueError):
         for p in _ds41_write(tmp_path, "r", ["--engram-ds41-row"]):
             gguf.GGUFReader(p)

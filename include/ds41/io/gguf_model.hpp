@@ -81,8 +81,8 @@ inline bool engram_value_type(TensorType t) {
 inline void engram_value_block(TensorType t, const uint8_t* p, float* out) {
   switch (t) {
     case TensorType::kF32: std::memcpy(out, p, 4); return;
-    case TensorType::kF16: *out = f16_to_f32(static_cast<uint16_t>(p[0] | p[1] << 8)); return;
-    case TensorType::kBF16: *out = bf16_to_f32(static_cast<uint16_t>(p[0] | p[1] << 8)); return;
+    case TensorType::kF16: *out = ggml_detail::load_f16(p); return;
+    case TensorType::kBF16: *out = bf16_to_f32(ggml_detail::load_u16(p)); return;
     default: dequantize_ggml_block(static_cast<GgmlType>(t), p, out); return;
   }
 }
