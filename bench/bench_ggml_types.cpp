@@ -1,5 +1,6 @@
 // bench/bench_ggml_types.cpp — issue 39: ds41's Linear for each GGUF type a DeepSeek-V4.1 GGUF
-// holds (Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, F16, MXFP4) at V4.1 shapes, and beside it,
+// holds (Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, F16, MXFP4) at five V4.1 shapes, and for the
+// other types ggml stores weights in (Q4_0 .. Q5_1, the other IQ types, TQ1_0, TQ2_0) at two, beside it,
 // in the same run and on the same bytes, ggml's own CPU mul_mat for that type and shape where
 // ggml is installed (find_package(ggml) at configure time: -DCMAKE_PREFIX_PATH=<ggml install>;
 // README, "Performance").
@@ -14,7 +15,8 @@
 //
 // The weights: random values (sd 0.02) encoded once per (type, shape) by ds41's encoder
 // (gguf::encode_values: ds41's simple quantizers, not llama-quantize's; any valid blocks time the
-// same), and those bytes are what both sides read. Both keep enough copies of them (>= 256 MiB
+// same), and those bytes are what both sides read; the IQ grid types but IQ2_XXS, whose encoder
+// searches its grid for minutes at these sizes, are random bytes with finite scales instead. Both keep enough copies of them (>= 256 MiB
 // together) to take one per iteration, so each iteration reads its weights from memory, as a
 // decode step does. bytes_per_second is the GGUF bytes of one copy (what a model file in that type
 // holds) per iteration on every line, so the two sides of a pair compare as their times do, and
@@ -52,6 +54,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 #include "bench_common.hpp"
@@ -72,16 +75,24 @@ using gguf::TensorType;
 
 struct GgufType {
   TensorType type;
-  const char* tag;  // the benchmark names' template argument
+  const char* tag;    // the benchmark names' template argument
+  bool published;     // in a published V4.1 file (GGUF-PUBLISHED.md's census): every shape; else two
 };
 constexpr GgufType kGgufTypes[] = {
-    {TensorType::kQ8_0, "kQ8_0"}, {TensorType::kQ2_K, "kQ2_K"}, {TensorType::kQ3_K, "kQ3_K"},
-    {TensorType::kQ4_K, "kQ4_K"}, {TensorType::kQ5_K, "kQ5_K"}, {TensorType::kQ6_K, "kQ6_K"},
-    {TensorType::kIQ2_XXS, "kIQ2_XXS"}, {TensorType::kF16, "kF16"}, {TensorType::kMXFP4, "kMXFP4"},
+    {TensorType::kQ8_0, "kQ8_0", true},       {TensorType::kQ2_K, "kQ2_K", true},     {TensorType::kQ3_K, "kQ3_K", true},
+    {TensorType::kQ4_K, "kQ4_K", true},       {TensorType::kQ5_K, "kQ5_K", true},     {TensorType::kQ6_K, "kQ6_K", true},
+    {TensorType::kIQ2_XXS, "kIQ2_XXS", true}, {TensorType::kF16, "kF16", true},       {TensorType::kMXFP4, "kMXFP4", true},
+    {TensorType::kQ4_0, "kQ4_0", false},      {TensorType::kQ4_1, "kQ4_1", false},    {TensorType::kQ5_0, "kQ5_0", false},
+    {TensorType::kQ5_1, "kQ5_1", false},      {TensorType::kIQ4_NL, "kIQ4_NL", false}, {TensorType::kIQ4_XS, "kIQ4_XS", false},
+    {TensorType::kIQ2_XS, "kIQ2_XS", false},  {TensorType::kIQ2_S, "kIQ2_S", false},  {TensorType::kIQ3_XXS, "kIQ3_XXS", false},
+    {TensorType::kIQ3_S, "kIQ3_S", false},    {TensorType::kIQ1_S, "kIQ1_S", false},  {TensorType::kIQ1_M, "kIQ1_M", false},
+    {TensorType::kTQ1_0, "kTQ1_0", false},    {TensorType::kTQ2_0, "kTQ2_0", false},
 };
 // wq_a [1280, 5120], wq_b [64·512, 1280], wo_b [5120, 8·1024], a routed expert's w1 [2304, 5120]
 // and w2 [5120, 2304]; rows N, cols K
 constexpr long kGgufShapes[][2] = {{1280, 5120}, {32768, 1280}, {5120, 8192}, {2304, 5120}, {5120, 2304}};
+// the types no published file has: wq_a and an expert's w1
+constexpr long kOtherTypeShapes[][2] = {{1280, 5120}, {2304, 5120}};
 // T: the decode GEMV, and a small batch / prefill chunk
 constexpr long kGgufInputRows[] = {1, 16};
 
@@ -103,6 +114,37 @@ std::vector<float> random_weights(long n, uint64_t seed) {
   return v;
 }
 
+/// The IQ types with grids but IQ2_XXS (whose encoded blocks the earlier runs timed).
+bool grid_search_type(TensorType t) {
+  switch (t) {
+    case TensorType::kIQ2_XS: case TensorType::kIQ2_S: case TensorType::kIQ3_XXS: case TensorType::kIQ3_S:
+    case TensorType::kIQ1_S: case TensorType::kIQ1_M: return true;
+    default: return false;
+  }
+}
+/// rows x cols of `type` as random bytes whose f16 scales are random finite values of the sizes
+/// real blocks hold (2^-14 .. 2^-8); any bytes are a valid block of these types.
+std::vector<uint8_t> random_blocks(TensorType type, long rows, long cols, uint64_t seed) {
+  const GgmlType g = static_cast<GgmlType>(type);
+  std::vector<uint8_t> b(static_cast<size_t>(rows * ggml_row_bytes(g, static_cast<int>(cols))));
+  std::mt19937_64 rng(seed);
+  for (auto& v : b) v = static_cast<uint8_t>(rng());
+  int off[2];
+  ggml_scale_offsets(g, off);
+  for (size_t blk = 0; blk < b.size(); blk += static_cast<size_t>(ggml_block_bytes(g))) {
+    const auto scale = [&] { return static_cast<uint16_t>((1 + rng() % 6) << 10 | (rng() & 0x3FF)); };
+    for (int i = 0; i < 2 && off[i] >= 0; ++i) {
+      const uint16_t h = scale();
+      b[blk + off[i]] = static_cast<uint8_t>(h), b[blk + off[i] + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    if (g == GgmlType::kIQ1_M) {  // d's nibble i: the top nibble of scale word i
+      const uint16_t h = scale();
+      for (int i = 0; i < 4; ++i) b[blk + 49 + 2 * i] = static_cast<uint8_t>((b[blk + 49 + 2 * i] & 0x0F) | ((h >> (4 * i)) & 0xF) << 4);
+    }
+  }
+  return b;
+}
+
 /// The GGUF bytes of a [rows, cols] weight of `type` (rows of whole blocks, row-major, as a file
 /// stores them), encoded by gguf::encode_values. The last (type, shape) is kept: a case's ds41 and
 /// ggml lines, and its T = 1 and T = 16 lines, run one after another and read the same bytes.
@@ -113,6 +155,11 @@ const std::vector<uint8_t>& gguf_weights(TensorType type, long rows, long cols) 
   if (type == cached_type && rows == cached_rows && cols == cached_cols) return bytes;
   bytes.clear();
   bytes.shrink_to_fit();
+  if (grid_search_type(type)) {  // random blocks (ds41's encoder searches these grids by brute force: minutes)
+    bytes = random_blocks(type, rows, cols, 1000 * static_cast<uint64_t>(type) + rows + cols);
+    cached_type = type, cached_rows = rows, cached_cols = cols;
+    return bytes;
+  }
   const std::vector<float> v = random_weights(rows * cols, 1000 * static_cast<uint64_t>(type) + rows + cols);
   // row blocks encoded on the pool (ds41's IQ2_XXS encoder searches its grid by brute force)
   const long block_rows = 64, nblocks = (rows + block_rows - 1) / block_rows;
@@ -232,7 +279,14 @@ static_assert(static_cast<int>(TensorType::kQ8_0) == GGML_TYPE_Q8_0 && static_ca
               static_cast<int>(TensorType::kQ3_K) == GGML_TYPE_Q3_K && static_cast<int>(TensorType::kQ4_K) == GGML_TYPE_Q4_K &&
               static_cast<int>(TensorType::kQ5_K) == GGML_TYPE_Q5_K && static_cast<int>(TensorType::kQ6_K) == GGML_TYPE_Q6_K &&
               static_cast<int>(TensorType::kIQ2_XXS) == GGML_TYPE_IQ2_XXS && static_cast<int>(TensorType::kF16) == GGML_TYPE_F16 &&
-              static_cast<int>(TensorType::kMXFP4) == GGML_TYPE_MXFP4);
+              static_cast<int>(TensorType::kMXFP4) == GGML_TYPE_MXFP4 && static_cast<int>(TensorType::kQ4_0) == GGML_TYPE_Q4_0 &&
+              static_cast<int>(TensorType::kQ4_1) == GGML_TYPE_Q4_1 && static_cast<int>(TensorType::kQ5_0) == GGML_TYPE_Q5_0 &&
+              static_cast<int>(TensorType::kQ5_1) == GGML_TYPE_Q5_1 && static_cast<int>(TensorType::kIQ4_NL) == GGML_TYPE_IQ4_NL &&
+              static_cast<int>(TensorType::kIQ4_XS) == GGML_TYPE_IQ4_XS && static_cast<int>(TensorType::kIQ2_XS) == GGML_TYPE_IQ2_XS &&
+              static_cast<int>(TensorType::kIQ2_S) == GGML_TYPE_IQ2_S && static_cast<int>(TensorType::kIQ3_XXS) == GGML_TYPE_IQ3_XXS &&
+              static_cast<int>(TensorType::kIQ3_S) == GGML_TYPE_IQ3_S && static_cast<int>(TensorType::kIQ1_S) == GGML_TYPE_IQ1_S &&
+              static_cast<int>(TensorType::kIQ1_M) == GGML_TYPE_IQ1_M && static_cast<int>(TensorType::kTQ1_0) == GGML_TYPE_TQ1_0 &&
+              static_cast<int>(TensorType::kTQ2_0) == GGML_TYPE_TQ2_0);
 
 /// The CPU backend and its threadpool, made once (and left to the process's end: ggml's own statics
 /// may be gone by the time ours are destroyed).
@@ -406,6 +460,10 @@ bool register_gguf_benchmarks() {
   for (const GgufType& g : kGgufTypes)
     for (const auto& shape : kGgufShapes)
       for (long T : kGgufInputRows) {
+        if (!g.published && std::find_if(std::begin(kOtherTypeShapes), std::end(kOtherTypeShapes), [&](const auto& o) {
+              return o[0] == shape[0] && o[1] == shape[1];
+            }) == std::end(kOtherTypeShapes))
+          continue;
         const TensorType type = g.type;
         const long rows = shape[0], cols = shape[1];
         const std::string tag = std::string("<") + g.tag + ">";

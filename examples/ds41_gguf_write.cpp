@@ -8,10 +8,11 @@
 //                   [--draft DRAFT.gguf [--draft-family dflash|ds4]]
 // --type writes the routed experts in TYPE, --dense-type the attention projections, shared experts,
 // indexer.attn_q_b, engram_wkv and output (gguf::dense_quantized_weight): the tensors published
-// V4.1 GGUFs quantize. A tensor whose rows are not whole blocks of TYPE (K-quants and IQ2_XXS:
-// 256) keeps its own encoding and is listed. The engram tables are I8 row264 (--engram-i8, the
-// default; --engram-ds41-row: ds41's own DS41_FP8_ROW id, the same bytes);
-// --engram-type writes them as blocks of TYPE (q8_0, q2_K..q6_K, iq2_xxs, mxfp4, f16, bf16, f32) of
+// V4.1 GGUFs quantize; TYPE is any block type ds41 reads but I8, or f16, bf16, f32. A tensor whose
+// rows are not whole blocks of TYPE (the K-quants and IQ types: 256) keeps its own encoding and is
+// listed. The engram tables are I8 row264 (--engram-i8, the default; --engram-ds41-row: ds41's own
+// DS41_FP8_ROW id, the same bytes);
+// --engram-type writes them as blocks of TYPE (any block type but I8, or f16, bf16, f32) of
 // their values, as vcruz305's rungs quantize them (a table whose rows are not whole blocks keeps its
 // fp8 rows and is listed).
 // --dialect writes the metadata keys and tensor names of one of the published dialects
@@ -34,22 +35,24 @@
 #include "ds41/text/gguf_tokenizer.hpp"
 #endif
 
-static const char* const kTypes = "q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16, f32";
+/// The types --type and --dense-type take, and those --engram-type takes (names in either case).
+static const std::string kTypes = ds41::gguf::tensor_type_names(ds41::gguf::writable_tensor_type);
+static const std::string kEngramTypes = ds41::gguf::tensor_type_names(
+    [](ds41::gguf::TensorType t) { return ds41::gguf::engram_value_type(t) || t == ds41::gguf::TensorType::kMXFP4; });
 
 static void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: ds41-gguf-write GOLDEN.json OUT_PREFIX [options]\n"
                "  --shards N           write N >= 2 shards (default 2)\n"
-               "  --type TYPE          routed experts in TYPE: %s\n"
+               "  --type TYPE          routed experts in TYPE (either case): %s\n"
                "  --dense-type TYPE    attention projections, shared experts, indexer.attn_q_b, engram_wkv and\n"
                "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
                "  --engram-i8          engram tables as I8 [K + K/32, rows] (row264; the default)\n"
                "  --engram-ds41-row    engram tables as DS41_FP8_ROW (ds41's own type id 1000, the same bytes as\n"
                "                       row264; no other GGUF reader knows it)\n"
-               "  --engram-type TYPE   engram tables as blocks of TYPE of their values: q8_0, q2_K, q3_K, q4_K,\n"
-               "                       q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16 or f32 (rows not whole blocks keep\n"
-               "                       their fp8 rows)\n"
+               "  --engram-type TYPE   engram tables as blocks of TYPE of their values (rows not whole blocks\n"
+               "                       keep their fp8 rows): %s\n"
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --omit-key KEY       leave the metadata key KEY out (repeatable), to write a file as another\n"
@@ -61,7 +64,7 @@ static void print_usage(std::FILE* to) {
                "  --draft-family NAME  the draft file's names and keys: dflash (llama.cpp's, default) or ds4\n"
                "                       (ds4's support GGUF); docs/GGUF.md \"DSpark draft files\"\n"
                "  -h, --help           this help\n",
-               kTypes);
+               kTypes.c_str(), kEngramTypes.c_str());
 }
 static int usage(const std::string& msg) {
   std::fprintf(stderr, "ds41-gguf-write: %s\n", msg.c_str());
@@ -70,14 +73,7 @@ static int usage(const std::string& msg) {
 }
 /// A --type value: one of kTypes (either case).
 static bool parse_type(const std::string& v, ds41::gguf::TensorType* t) {
-  using ds41::gguf::TensorType;
-  if (!ds41::gguf::tensor_type_from_name(v, t)) return false;
-  switch (*t) {
-    case TensorType::kQ8_0: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
-    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: case TensorType::kMXFP4:
-    case TensorType::kF16: case TensorType::kBF16: case TensorType::kF32: return true;
-    default: return false;
-  }
+  return ds41::gguf::tensor_type_from_name(v, t) && ds41::gguf::writable_tensor_type(*t);
 }
 
 // The writer's entry: ds41-gguf-write's main (ds41_gguf_write_main.cpp) and ds41-gguf's `write`
@@ -111,8 +107,7 @@ int gguf_write_main(int argc, char** argv) {
       ds41::gguf::TensorType t;
       if (!ds41::gguf::tensor_type_from_name(argv[++i], &t) ||
           !(ds41::gguf::engram_value_type(t) || t == ds41::gguf::TensorType::kMXFP4))
-        return usage(a + ": not a type ds41 writes engram tables in: " + argv[i] +
-                     " (q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq2_xxs, mxfp4, f16, bf16, f32)");
+        return usage(a + ": not a type ds41 writes engram tables in: " + argv[i] + " (" + kEngramTypes + ")");
       opt.engram_type = t;
     } else if (a == "--omit-key") {
       if (i + 1 >= argc) return usage("--omit-key needs a key");

@@ -95,10 +95,8 @@ void linear_ops(std::mt19937& rng, std::vector<OpResult>& out) {
 /// the backend may repack them (the host's 8-row panels).
 template <class B>
 void ggml_linear_ops(std::mt19937& rng, std::vector<OpResult>& out) {
-  const GgmlType types[] = {GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,   GgmlType::kQ4_K,
-                            GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ2_XXS, GgmlType::kF16};
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
-  for (GgmlType g : types)
+  for (GgmlType g : testing::kKeptGgmlTypes)
     for (const auto& [rows, cols] : {std::pair<int, int>{70, 512}, {9, 256}, {33, 768}})
       for (int T : {1, 2, 5, 16}) {
         const int K = g == GgmlType::kF16 ? cols - 3 : cols;  // F16 rows of any length

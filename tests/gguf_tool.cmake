@@ -61,8 +61,13 @@ run(0 info "${DIR}/r-00001-of-00002.gguf")
 expect("${out}" "engram: 2 DS41_FP8_ROW tables: loaded, rows of e4m3 codes and e8m0 scales")
 run(2 write "${GOLDEN}" "${DIR}/x" --engram-ds41-row --engram-type q8_0)
 expect("${err}" "--engram-ds41-row and --engram-type name two engram table types")
-run(2 write "${GOLDEN}" "${DIR}/x" --engram-type q4_0)
-expect("${err}" "not a type ds41 writes engram tables in: q4_0")
+run(2 write "${GOLDEN}" "${DIR}/x" --engram-type nvfp4)
+expect("${err}" "not a type ds41 writes engram tables in: nvfp4")
+# a legacy 32-value type (llama-quantize's fallback where 256 does not divide a row)
+run(0 write "${GOLDEN}" "${DIR}/q" --shards 2 --engram-type q4_0)
+run(0 info "${DIR}/q-00001-of-00002.gguf")
+expect("${out}" "engram: 2 Q4_0 tables: loaded, rows of ggml's f32 values \\(resident or row by row\\)")
+expect("${out}" "ds41 loads this model: yes")
 # ds41's own keys left out, as vcruz305's files lack them: info names what it derived; the tiny
 # golden's candidate prefilter is its own, so leaving that out too is refused naming the key
 run(0 write "${GOLDEN}" "${DIR}/p" --shards 2 --omit-key deepseek41.attention.kv_source_layer_ids

@@ -8,15 +8,28 @@
 
 namespace ds41::testing {
 
-/// Where a block of a kept ggml type keeps its f16 scales (d, and dmin for the types with mins),
-/// as ggml-common.h lays the blocks out (stated here, not taken from the library under test).
+/// Every ggml type a Linear keeps as stored (WeightFormat::kGgmlBlocks), for the kernel tests.
+inline constexpr GgmlType kKeptGgmlTypes[] = {
+    GgmlType::kQ8_0,   GgmlType::kQ2_K,   GgmlType::kQ3_K,  GgmlType::kQ4_K,    GgmlType::kQ5_K,   GgmlType::kQ6_K,
+    GgmlType::kIQ2_XXS, GgmlType::kF16,   GgmlType::kQ4_0,  GgmlType::kQ4_1,    GgmlType::kQ5_0,   GgmlType::kQ5_1,
+    GgmlType::kIQ2_XS, GgmlType::kIQ2_S,  GgmlType::kIQ3_XXS, GgmlType::kIQ3_S, GgmlType::kIQ1_S,  GgmlType::kIQ1_M,
+    GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kTQ1_0, GgmlType::kTQ2_0};
+
+/// Where a block of a kept ggml type keeps its f16 scales (d, and dmin or m for the types with
+/// mins), as ggml-common.h lays the blocks out (stated here, not taken from the library under
+/// test). IQ1_M has none: its d is the top nibbles of its four scale words (random_ggml_blocks).
 inline std::vector<int> ggml_f16_scale_offsets(GgmlType t) {
   switch (t) {
-    case GgmlType::kQ8_0: case GgmlType::kIQ2_XXS: return {0};
+    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ5_0: case GgmlType::kIQ2_XXS: case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S: case GgmlType::kIQ3_XXS: case GgmlType::kIQ3_S: case GgmlType::kIQ1_S:
+    case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: return {0};
+    case GgmlType::kQ4_1: case GgmlType::kQ5_1: return {0, 2};
     case GgmlType::kQ2_K: return {80, 82};
     case GgmlType::kQ3_K: return {108};
     case GgmlType::kQ4_K: case GgmlType::kQ5_K: return {0, 2};
     case GgmlType::kQ6_K: return {208};
+    case GgmlType::kTQ1_0: return {52};
+    case GgmlType::kTQ2_0: return {64};
     default: return {};
   }
 }
@@ -48,8 +61,13 @@ std::vector<uint8_t> random_ggml_blocks(GgmlType t, long rows, int cols, Rng& rn
     return b;
   }
   const int bb = ggml_block_bytes(t);
-  for (size_t blk = 0; blk < b.size(); blk += static_cast<size_t>(bb))
+  for (size_t blk = 0; blk < b.size(); blk += static_cast<size_t>(bb)) {
     for (int off : ggml_f16_scale_offsets(t)) put(blk + static_cast<size_t>(off));
+    if (t == GgmlType::kIQ1_M) {  // d's nibble i in the top nibble of scale word i (bytes 48 + 2i, 49 + 2i)
+      const uint16_t h = random_finite_f16(rng);
+      for (int i = 0; i < 4; ++i) b[blk + 49 + 2 * i] = static_cast<uint8_t>((b[blk + 49 + 2 * i] & 0x0F) | ((h >> (4 * i)) & 0xF) << 4);
+    }
+  }
   return b;
 }
 

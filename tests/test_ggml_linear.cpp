@@ -48,8 +48,7 @@ long differing(const std::vector<float>& a, const std::vector<float>& b, std::st
   return n;
 }
 
-constexpr GgmlType kKept[] = {GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K,   GgmlType::kQ4_K,
-                              GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ2_XXS, GgmlType::kF16};
+constexpr const auto& kKept = testing::kKeptGgmlTypes;
 
 /// The kept Linear, the f32 Linear on the values and MatrixView::dot agree at (rows, cols, T).
 void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64_t seed) {
@@ -93,8 +92,8 @@ TEST_CASE("ggml linear: kept blocks give the f32 Linear's bits on their values, 
   uint64_t seed = 39;
   for (GgmlType t : kKept) {
     const int be = ggml_block_elems(t) == 1 ? 1 : ggml_block_elems(t);
-    const int k1 = t == GgmlType::kF16 ? 77 : t == GgmlType::kQ8_0 ? 96 : 256;  // F16: any length
-    const int k2 = t == GgmlType::kF16 ? 517 : t == GgmlType::kQ8_0 ? 544 : 768;  // Q8_0: 2 segments + 1 block
+    const int k1 = t == GgmlType::kF16 ? 77 : be == 32 ? 96 : 256;  // F16: any length
+    const int k2 = t == GgmlType::kF16 ? 517 : be == 32 ? 544 : 768;  // 32-value blocks: 2 segments + 1 block
     REQUIRE(k1 % be == 0);
     for (const auto& [rows, cols, T] : {std::tuple<long, int, long>{5, k1, 1}, {37, k1, 2}, {64, k2, 1}, {72, k2, 3},
                                         {41, k2, 17}, {96, k1, 16}}) {

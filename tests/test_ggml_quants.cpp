@@ -3,6 +3,7 @@
 // built without FP contraction, and gguf-py's numpy (tools/ggml_vectors/make_vectors.py; the
 // format is tests/data/ggml_quants/README.md). Every element of every block, bit for bit.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -80,6 +81,11 @@ constexpr VectorType kVectorTypes[] = {
     {"q8_0", GgmlType::kQ8_0, 48},   {"mxfp4", GgmlType::kMXFP4, 48}, {"i8", GgmlType::kI8, 256},
     {"q2_K", GgmlType::kQ2_K, 48},   {"q3_K", GgmlType::kQ3_K, 48},   {"q4_K", GgmlType::kQ4_K, 48},
     {"q5_K", GgmlType::kQ5_K, 48},   {"q6_K", GgmlType::kQ6_K, 48},   {"iq2_xxs", GgmlType::kIQ2_XXS, 48},
+    {"q4_0", GgmlType::kQ4_0, 48},   {"q4_1", GgmlType::kQ4_1, 48},   {"q5_0", GgmlType::kQ5_0, 48},
+    {"q5_1", GgmlType::kQ5_1, 48},   {"iq2_xs", GgmlType::kIQ2_XS, 48}, {"iq3_xxs", GgmlType::kIQ3_XXS, 48},
+    {"iq1_s", GgmlType::kIQ1_S, 64}, {"iq4_nl", GgmlType::kIQ4_NL, 48}, {"iq3_s", GgmlType::kIQ3_S, 48},
+    {"iq2_s", GgmlType::kIQ2_S, 48}, {"iq4_xs", GgmlType::kIQ4_XS, 48}, {"iq1_m", GgmlType::kIQ1_M, 64},
+    {"tq1_0", GgmlType::kTQ1_0, 48}, {"tq2_0", GgmlType::kTQ2_0, 48},
 };
 
 using Dequantizer = std::function<void(const uint8_t* block, float* out)>;
@@ -165,10 +171,14 @@ TEST_CASE("ggml_quants: every element of every vector block, bit for bit") {
 }
 
 TEST_CASE("ggml_quants: the comparison fails when a scale byte is flipped") {
-  // Which byte: a scale of every format (Q8_0, IQ2_XXS: d's high byte; MXFP4: e; I8: the value;
-  // Q2_K: scales[0]; Q3_K, Q4_K, Q5_K: the first packed-scale byte; Q6_K: scales[0]).
-  const std::pair<const char*, int> kScaleByte[] = {{"q8_0", 1}, {"mxfp4", 0}, {"i8", 0},  {"q2_K", 0},     {"q3_K", 96},
-                                                    {"q4_K", 4}, {"q5_K", 4},  {"q6_K", 192}, {"iq2_xxs", 1}};
+  // Which byte: a scale of every format (Q4_0..Q8_0 and the IQ types but IQ1_M: d's high byte;
+  // MXFP4: e; I8: the value; Q2_K: scales[0]; Q3_K, Q4_K, Q5_K: the first packed-scale byte; Q6_K:
+  // scales[0]; IQ1_M: its first scale word's low byte; TQ1_0, TQ2_0: d's high byte at the end).
+  const std::pair<const char*, int> kScaleByte[] = {
+      {"q8_0", 1},   {"mxfp4", 0},   {"i8", 0},     {"q2_K", 0},    {"q3_K", 96},   {"q4_K", 4},
+      {"q5_K", 4},   {"q6_K", 192},  {"iq2_xxs", 1}, {"q4_0", 1},    {"q4_1", 1},    {"q5_0", 1},
+      {"q5_1", 1},   {"iq2_xs", 1},  {"iq3_xxs", 1}, {"iq1_s", 1},   {"iq4_nl", 1},  {"iq3_s", 1},
+      {"iq2_s", 1},  {"iq4_xs", 1},  {"iq1_m", 48},  {"tq1_0", 53},  {"tq2_0", 65}};
   for (const VectorType& vt : kVectorTypes) {
     const std::string name = vt.file;
     CAPTURE(name);
@@ -203,36 +213,113 @@ TEST_CASE("ggml_quants: the comparison fails when a scale byte is flipped") {
   CHECK(f32_bits(a[3]) != f32_bits(b[3]));
 }
 
-TEST_CASE("ggml_quants: the IQ2_XXS tables, and the vectors use every entry of them") {
+/// The lookup tables of core/ggml_grids.hpp, as the coverage test below counts their entries.
+enum Table { kIq2xxs, kIq2xs, kIq2s, kIq3xxs, kIq3s, kIq1s, kSigns, kIq4Values, kTables };
+constexpr int kTableSize[kTables] = {256, 512, 1024, 256, 512, 2048, 128, 16};
+constexpr const char* kTableName[kTables] = {"iq2xxs_grid", "iq2xs_grid", "iq2s_grid",    "iq3xxs_grid",
+                                             "iq3s_grid",   "iq1s_grid",  "ksigns_iq2xs", "kvalues_iq4nl"};
+
+/// use(table, index) for each table entry a block of `t` reads where the entry reaches a value
+/// (the block's d, and IQ4_XS's group scale, not zero: a zero factor hides the entry's magnitude).
+/// Read from the layouts in ggml-common.h, apart from the dequantizers under test.
+void table_uses(GgmlType t, const uint8_t* b, const std::function<void(Table, int)>& use) {
+  const auto u16 = [&](int o) { return static_cast<uint32_t>(b[o] | b[o + 1] << 8); };
+  const auto u32 = [&](int o) { return u16(o) | u16(o + 2) << 16; };
+  const bool d_zero = t == GgmlType::kIQ1_M ? (iq1_m_d_bits(b) & 0x7FFF) == 0 : (u16(0) & 0x7FFF) == 0;
+  if (d_zero) return;
+  for (int g = 0; g < 8; ++g) {
+    switch (t) {
+      case GgmlType::kIQ2_XXS:
+        for (int l = 0; l < 4; ++l) use(kIq2xxs, b[2 + 8 * g + l]), use(kSigns, (u32(2 + 8 * g + 4) >> (7 * l)) & 127);
+        break;
+      case GgmlType::kIQ2_XS:
+        for (int l = 0; l < 4; ++l) use(kIq2xs, u16(2 + 2 * (4 * g + l)) & 511), use(kSigns, u16(2 + 2 * (4 * g + l)) >> 9);
+        break;
+      case GgmlType::kIQ2_S:
+        for (int l = 0; l < 4; ++l) use(kIq2s, b[2 + 4 * g + l] | ((b[66 + g] << (8 - 2 * l)) & 0x300));
+        break;
+      case GgmlType::kIQ3_XXS:
+        for (int k = 0; k < 8; ++k) use(kIq3xxs, b[2 + 8 * g + k]);
+        for (int l = 0; l < 4; ++l) use(kSigns, (u32(66 + 4 * g) >> (7 * l)) & 127);
+        break;
+      case GgmlType::kIQ3_S:
+        for (int k = 0; k < 8; ++k) use(kIq3s, b[2 + 8 * g + k] | (((b[66 + g] >> k) & 1) << 8));
+        break;
+      case GgmlType::kIQ1_S:
+        for (int l = 0; l < 4; ++l) use(kIq1s, b[2 + 4 * g + l] | ((u16(34 + 2 * g) >> (3 * l)) & 7) << 8);
+        break;
+      case GgmlType::kIQ1_M:
+        for (int l = 0; l < 4; ++l) use(kIq1s, b[4 * g + l] | ((b[32 + 2 * g + l / 2] >> (4 * (l % 2))) & 7) << 8);
+        break;
+      case GgmlType::kIQ4_NL:
+        if (g == 0)  // one group of 32: 16 bytes of two codes
+          for (int j = 0; j < 16; ++j) use(kIq4Values, b[2 + j] & 0xF), use(kIq4Values, b[2 + j] >> 4);
+        break;
+      case GgmlType::kIQ4_XS: {
+        const int ls = ((b[4 + g / 2] >> (4 * (g % 2))) & 0xF) | ((u16(2) >> (2 * g)) & 3) << 4;
+        if (ls != 32)
+          for (int j = 0; j < 16; ++j) use(kIq4Values, b[8 + 16 * g + j] & 0xF), use(kIq4Values, b[8 + 16 * g + j] >> 4);
+        break;
+      }
+      default: return;
+    }
+  }
+}
+
+TEST_CASE("ggml_quants: the IQ tables, and the vectors of each IQ type use every entry of its tables") {
   for (int i = 0; i < 128; ++i) {  // ksigns: 7 bits and their parity in bit 7
     int parity = 0;
     for (int b = 0; b < 7; ++b) parity ^= (i >> b) & 1;
     CHECK(kIq2xsSigns[i] == (i | parity << 7));
   }
   for (int j = 0; j < 8; ++j) CHECK(kIq2xsSignMask[j] == (1 << j));
-  for (uint64_t g : kIq2xxsGrid)
-    for (int j = 0; j < 8; ++j) {
-      const uint64_t v = (g >> (8 * j)) & 0xFF;
-      CHECK((v == 0x08 || v == 0x19 || v == 0x2b));
-    }
-
-  // every grid index and every sign index appears in a vector block whose d is not zero, so the
-  // bit-for-bit test has checked each table entry
-  const VectorFile f = load_vectors("iq2_xxs");
-  bool grid_seen[256] = {}, sign_seen[128] = {};
-  for (const VectorBlock& b : f.blocks) {
-    if ((b.bytes[0] | (b.bytes[1] & 0x7F)) == 0) continue;  // d = ±0
-    for (int g = 0; g < 8; ++g) {
-      const uint8_t* group = b.bytes.data() + 2 + 8 * g;
-      const uint32_t aux = group[4] | group[5] << 8 | group[6] << 16 | static_cast<uint32_t>(group[7]) << 24;
-      for (int l = 0; l < 4; ++l) {
-        grid_seen[group[l]] = true;
-        sign_seen[(aux >> (7 * l)) & 127] = true;
+  // the grids' bytes: the magnitudes each type's points are made of
+  const auto bytes_in = [](const auto& grid, int bytes, std::initializer_list<int> allowed) {
+    for (const auto point : grid)
+      for (int j = 0; j < bytes; ++j) {
+        const int v = static_cast<int>((static_cast<uint64_t>(point) >> (8 * j)) & 0xFF);
+        CHECK_MESSAGE(std::find(allowed.begin(), allowed.end(), v) != allowed.end(), "grid byte ", v);
       }
+  };
+  bytes_in(kIq2xxsGrid, 8, {0x08, 0x19, 0x2b});
+  bytes_in(kIq2xsGrid, 8, {0x08, 0x19, 0x2b});
+  bytes_in(kIq2sGrid, 8, {0x08, 0x19, 0x2b});
+  bytes_in(kIq3xxsGrid, 4, {4, 12, 20, 28, 36, 44, 52, 62});
+  bytes_in(kIq3sGrid, 4, {1, 3, 5, 7, 9, 11, 13, 15});
+  bytes_in(kIq1sGrid, 8, {0x00, 0x01, 0xFF});
+  CHECK(iq4nl_value(0) == -127);
+  CHECK(iq4nl_value(15) == 113);
+  for (int i = 1; i < 16; ++i) CHECK(iq4nl_value(i - 1) < iq4nl_value(i));
+
+  // Every entry appears in a vector block of each type that reads the table, where it reaches a
+  // value: so the bit-for-bit test has checked each entry through each type's indexing.
+  const std::pair<const char*, GgmlType> kIqFiles[] = {
+      {"iq2_xxs", GgmlType::kIQ2_XXS}, {"iq2_xs", GgmlType::kIQ2_XS}, {"iq2_s", GgmlType::kIQ2_S},
+      {"iq3_xxs", GgmlType::kIQ3_XXS}, {"iq3_s", GgmlType::kIQ3_S},   {"iq1_s", GgmlType::kIQ1_S},
+      {"iq1_m", GgmlType::kIQ1_M},     {"iq4_nl", GgmlType::kIQ4_NL}, {"iq4_xs", GgmlType::kIQ4_XS}};
+  for (const auto& [file_name, type] : kIqFiles) {
+    const std::string file = file_name;
+    const GgmlType file_type = type;
+    CAPTURE(file);
+    std::vector<std::vector<bool>> seen(kTables);
+    for (int t = 0; t < kTables; ++t) seen[t].assign(kTableSize[t], false);
+    std::vector<bool> reads(kTables, false);
+    for (const VectorBlock& b : load_vectors(file).blocks)
+      table_uses(file_type, b.bytes.data(), [&](Table t, int i) {
+        REQUIRE(i < kTableSize[t]);
+        reads[t] = true, seen[t][i] = true;
+      });
+    int tables = 0;
+    for (int t = 0; t < kTables; ++t) {
+      if (!reads[t]) continue;
+      ++tables;
+      int missing = 0, first = -1;
+      for (int i = 0; i < kTableSize[t]; ++i)
+        if (!seen[t][i]) first = first < 0 ? i : first, ++missing;
+      CHECK_MESSAGE(missing == 0, kTableName[t], ": ", missing, " entries unused, the first ", first);
     }
+    CHECK(tables >= 1);
   }
-  for (int i = 0; i < 256; ++i) CHECK_MESSAGE(grid_seen[i], "grid index ", i, " not in the vectors");
-  for (int i = 0; i < 128; ++i) CHECK_MESSAGE(sign_seen[i], "sign index ", i, " not in the vectors");
 }
 
 TEST_CASE("ggml_quants: f16_to_f32 is IEEE's value on all 65536 patterns") {
@@ -254,7 +341,8 @@ TEST_CASE("ggml_quants: dispatch refuses the types it does not dequantize") {
   float out[256];
   out[0] = 7.0f;
   const uint8_t block[256] = {};
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ4_0, GgmlType::kQ8_K, GgmlType::kIQ2_XS, GgmlType::kBF16}) {
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kBF16, GgmlType::kNVFP4,
+                     GgmlType::kQ1_0, GgmlType::kQ2_0, GgmlType::kF32, GgmlType::kI32}) {
     CHECK_FALSE(ggml_block_dequantizable(t));
     CHECK_FALSE(dequantize_ggml_block(t, block, out));
   }
@@ -276,7 +364,7 @@ TEST_CASE("ggml_quants: the host Linear's block decoders give every vector block
     CHECK_MESSAGE(c.mismatches == 0, c.mismatches, " mismatches; first: ", c.first);
     checked += c.blocks;
   }
-  CHECK(checked >= 7 * 48);
+  CHECK(checked >= 21 * 48);
 }
 
 }  // namespace test_ggml_quants

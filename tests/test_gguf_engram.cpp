@@ -97,8 +97,8 @@ TEST_CASE("gguf engram: a table of values runs with the bits of the fp8 table it
   }
 }
 
-TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS, MXFP4, F16, BF16 and F32 run with the bits of "
-          "their ggml values, resident and row-read") {
+TEST_CASE("gguf engram: tables in every block type, F16, BF16 and F32 run with the bits of their ggml values, "
+          "resident and row-read") {
   struct Case {
     TensorType type;
     bool rows256;
@@ -106,7 +106,12 @@ TEST_CASE("gguf engram: tables in Q8_0, the K-quants, IQ2_XXS, MXFP4, F16, BF16 
   const Case cases[] = {{TensorType::kQ8_0, false}, {TensorType::kQ8_0, true},    {TensorType::kQ2_K, true},
                         {TensorType::kQ3_K, true},  {TensorType::kQ4_K, true},    {TensorType::kQ5_K, true},
                         {TensorType::kQ6_K, true},  {TensorType::kIQ2_XXS, true}, {TensorType::kMXFP4, false},
-                        {TensorType::kF16, false},  {TensorType::kBF16, false},   {TensorType::kF32, false}};
+                        {TensorType::kF16, false},  {TensorType::kBF16, false},   {TensorType::kF32, false},
+                        {TensorType::kQ4_0, false}, {TensorType::kQ4_1, false},   {TensorType::kQ5_0, false},
+                        {TensorType::kQ5_1, false}, {TensorType::kIQ4_NL, false}, {TensorType::kIQ2_XS, true},
+                        {TensorType::kIQ2_S, true}, {TensorType::kIQ3_XXS, true}, {TensorType::kIQ3_S, true},
+                        {TensorType::kIQ1_S, true}, {TensorType::kIQ1_M, true},   {TensorType::kIQ4_XS, true},
+                        {TensorType::kTQ1_0, true}, {TensorType::kTQ2_0, true}};
   for (const Case& k : cases) {
     const Tiny& t = tiny_model(k.rows256);
     const std::string tn = tensor_type_name(k.type);

@@ -143,10 +143,15 @@ TEST_CASE("gguf types: names, ids and sizes come from ggml's table") {
   CHECK((tensor_type_from_name("IQ2_XXS", &t) && t == TensorType::kIQ2_XXS));
   CHECK((tensor_type_from_name("bf16", &t) && t == TensorType::kBF16));
   CHECK(!tensor_type_from_name("q9_K", &t));
-  CHECK(known_tensor_type(2));  // Q4_0: a file may hold it; ds41 refuses to load it
-  CHECK(!readable_tensor_type(static_cast<TensorType>(2)));
+  CHECK(known_tensor_type(40));  // NVFP4: a file may hold it; ds41 refuses to load it
+  CHECK(!readable_tensor_type(static_cast<TensorType>(40)));
+  CHECK(!readable_tensor_type(static_cast<TensorType>(15)));  // Q8_K: ggml's dot-product intermediate
+  // every block type ggml stores weights in is read
+  for (uint32_t id : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 16u, 17u, 18u, 19u, 20u, 21u, 22u, 23u, 29u, 34u, 35u, 39u})
+    CHECK_MESSAGE(readable_tensor_type(static_cast<TensorType>(id)), "type ", id);
   CHECK(!known_tensor_type(77));
-  const uint64_t per256[][2] = {{10, 84}, {11, 110}, {12, 144}, {13, 176}, {14, 210}, {16, 66}};
+  const uint64_t per256[][2] = {{10, 84}, {11, 110}, {12, 144}, {13, 176}, {14, 210}, {16, 66}, {17, 74}, {18, 98},
+                                {19, 50}, {21, 110}, {22, 82}, {23, 136}, {29, 56}, {34, 54}, {35, 66}};
   for (const auto& [id, bytes] : per256)
     CHECK(tensor_bytes(static_cast<TensorType>(id), {512, 3}, "t") == 2 * 3 * bytes);
   CHECK(tensor_bytes(TensorType::kI8, {264, 5}, "t") == 264 * 5);
@@ -161,7 +166,11 @@ TEST_CASE("gguf types: the writer's quantizers give valid blocks near their inpu
   // simple quantizers give on this input, with a margin: not ggml's quality)
   const std::pair<TensorType, float> types[] = {
       {TensorType::kMXFP4, 0.17f}, {TensorType::kQ2_K, 0.34f}, {TensorType::kQ3_K, 0.25f},  {TensorType::kQ4_K, 0.07f},
-      {TensorType::kQ5_K, 0.035f}, {TensorType::kQ6_K, 0.02f}, {TensorType::kIQ2_XXS, 0.5f}, {TensorType::kQ8_0, 0.005f}};
+      {TensorType::kQ5_K, 0.035f}, {TensorType::kQ6_K, 0.02f}, {TensorType::kIQ2_XXS, 0.5f}, {TensorType::kQ8_0, 0.005f},
+      {TensorType::kQ4_0, 0.14f},  {TensorType::kQ4_1, 0.08f}, {TensorType::kQ5_0, 0.07f},   {TensorType::kQ5_1, 0.04f},
+      {TensorType::kIQ2_XS, 0.45f}, {TensorType::kIQ2_S, 0.4f}, {TensorType::kIQ3_XXS, 0.34f}, {TensorType::kIQ3_S, 0.26f},
+      {TensorType::kIQ1_S, 0.65f}, {TensorType::kIQ1_M, 0.7f}, {TensorType::kIQ4_NL, 0.12f},  {TensorType::kIQ4_XS, 0.12f},
+      {TensorType::kTQ1_0, 0.55f}, {TensorType::kTQ2_0, 0.55f}};
   float amax = 0;
   for (float x : v) amax = std::max(amax, std::fabs(x));
   for (const auto& entry : types) {
@@ -188,7 +197,12 @@ TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequa
   };
   const Case cases[] = {{TensorType::kQ2_K, true},  {TensorType::kQ3_K, false},   {TensorType::kQ4_K, true},
                         {TensorType::kQ5_K, false}, {TensorType::kQ6_K, true},    {TensorType::kIQ2_XXS, false},
-                        {TensorType::kQ8_0, true},  {TensorType::kMXFP4, false}, {TensorType::kF16, true}};
+                        {TensorType::kQ8_0, true},  {TensorType::kMXFP4, false}, {TensorType::kF16, true},
+                        {TensorType::kQ4_0, false}, {TensorType::kQ4_1, true},   {TensorType::kQ5_0, false},
+                        {TensorType::kQ5_1, true},  {TensorType::kIQ2_XS, false}, {TensorType::kIQ2_S, true},
+                        {TensorType::kIQ3_XXS, false}, {TensorType::kIQ3_S, true}, {TensorType::kIQ1_S, false},
+                        {TensorType::kIQ1_M, true}, {TensorType::kIQ4_NL, false}, {TensorType::kIQ4_XS, true},
+                        {TensorType::kTQ1_0, false}, {TensorType::kTQ2_0, true}};
   for (const Case& k : cases) {
     const std::string tn = tensor_type_name(k.type);
     CAPTURE(tn);
@@ -365,10 +379,11 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("tensor 'a' has unknown or unsupported type 99") != std::string::npos);
   }
   SUBCASE("a type ggml knows and ds41 does not read") {
-    std::vector<uint8_t> q4_0(2 * 256 / 32 * 18, 0);
+    std::vector<uint8_t> nvfp4(2 * 256 / 64 * 36, 0);  // NVFP4: 64 values in 36 bytes
     const std::string e =
-        error_of([&] { decode_tensor(static_cast<TensorType>(2), {2, 256}, q4_0.data(), q4_0.size(), Part::kWhole, "tensor 'q'"); });
-    CHECK(e.find("tensor 'q' has type Q4_0, which ds41 does not read") != std::string::npos);
+        error_of([&] { decode_tensor(static_cast<TensorType>(40), {2, 256}, nvfp4.data(), nvfp4.size(), Part::kWhole, "tensor 'q'"); });
+    CHECK(e.find("tensor 'q' has type NVFP4, which ds41 does not read") != std::string::npos);
+    CHECK(e.find("Q4_0, Q4_1") != std::string::npos);  // the message lists what it reads
   }
   SUBCASE("a block with an infinite scale") {
     std::vector<uint8_t> b = encode_values(v, TensorType::kQ4_K);
@@ -379,10 +394,10 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("non-finite") != std::string::npos);
   }
   SUBCASE("an engram table of a type that is neither rows of codes and scales nor a type of values ds41 reads") {
-    const std::vector<uint8_t> b(4 * 18, 0);  // four Q4_0 blocks of 32 (f16 d + 16 bytes), a type ds41 does not read
+    const std::vector<uint8_t> b(2 * 36, 0);  // two NVFP4 blocks of 64, a type ds41 does not read
     const std::string e = error_of(
-        [&] { decode_tensor(static_cast<TensorType>(2), {4, 32}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
-    CHECK(e.find("tensor 'e': engram table has type Q4_0, expected DS41_FP8_ROW") != std::string::npos);
+        [&] { decode_tensor(static_cast<TensorType>(40), {2, 64}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
+    CHECK(e.find("tensor 'e': engram table has type NVFP4, expected DS41_FP8_ROW") != std::string::npos);
   }
 }
 

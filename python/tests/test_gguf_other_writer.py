@@ -48,7 +48,18 @@ if not hasattr(gguf.quants, "MXFP4") or not hasattr(gguf.quants, "IQ2_XXS"):
 # misread block, a wrong value, or a Linear over kept blocks that is not the f32 Linear.
 
 LADDER = [Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ2_XXS, Q.F16]  # matrices
+# the other block types ggml stores weights in (no published V4.1 file has them; llama-quantize
+# writes them for other mixes): the legacy 32-value types, the other IQ types, the ternary ones
+MORE_TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.IQ2_XS, Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S, Q.IQ1_S, Q.IQ1_M,
+              Q.IQ4_NL, Q.IQ4_XS, Q.TQ1_0, Q.TQ2_0]
 VECTOR_LADDER = [Q.Q8_0, Q.F16]  # vectors: values from gguf-py's quantize (it has no K-quant quantizer)
+# each dialect's ladders (matrices, vectors): llama.cpp's the published types, ds4's every type, mxxm's
+# the other types (with gguf-py's quantize for the legacy 32-value types' vectors)
+LADDERS = {
+    "llama.cpp": (LADDER, VECTOR_LADDER),
+    "ds4": (LADDER + MORE_TYPES, VECTOR_LADDER + [Q.Q4_0, Q.Q5_1]),
+    "mxxm": (MORE_TYPES, [Q.Q4_1, Q.Q5_0, Q.F16]),
+}
 # The Linear weights published files quantize (gguf::dense_quantized_weight and the routed experts;
 # docs/GGUF.md "Writing other types"), by their GGUF names (ds4 spells engram.wkv `engram_kv`)
 PUBLISHED = {"attn_q_a", "attn_q_b", "attn_kv", "attn_output_a", "attn_output_b", "indexer.attn_q_b",
@@ -67,6 +78,20 @@ SUPER_SCALES = {
     Q.Q5_K: ((0, 2), 5e-5),      # d dmin scales[12] qh[32] qs[128]: |value| <= d*63*31
     Q.Q6_K: ((208,), 2.5e-5),    # ql[128] qh[64] scales[16] d: |value| <= d*128*32
     Q.IQ2_XXS: ((0,), 6e-4),     # d qs[32 x u16]: |value| <= d*15.5/4*43
+    Q.Q4_0: ((0,), 1e-2),        # d qs[16]: |value| <= d*8
+    Q.Q4_1: ((0, 2), 5e-3),      # d m qs[16]: |value| <= d*15 + m
+    Q.Q5_0: ((0,), 5e-3),        # d qh[4] qs[16]: |value| <= d*16
+    Q.Q5_1: ((0, 2), 3e-3),      # d m qh[4] qs[16]: |value| <= d*31 + m
+    Q.IQ2_XS: ((0,), 6e-4),      # d qs[32 x u16] scales[8]: |value| <= d*15.5/4*43
+    Q.IQ2_S: ((0,), 6e-4),       # d qs[64] qh[8] scales[8]: as IQ2_XS
+    Q.IQ3_XXS: ((0,), 2e-4),     # d qs[96]: |value| <= d*15.5/2*62
+    Q.IQ3_S: ((0,), 2e-4),       # d qs[64] qh[8] signs[32] scales[4]: |value| <= d*31*15
+    Q.IQ1_S: ((0,), 5e-3),       # d qs[32] qh[8 x u16]: |value| <= d*15*1.125
+    Q.IQ1_M: ((), 5e-3),         # qs[32] qh[16] scales[8]: d's nibbles are the scale words' top ones
+    Q.IQ4_NL: ((0,), 8e-4),      # d qs[16]: |value| <= d*127
+    Q.IQ4_XS: ((0,), 2.5e-5),    # d scales_h scales_l[4] qs[128]: |value| <= d*32*127
+    Q.TQ1_0: ((52,), 0.1),       # qs[48] qh[4] d: value in {-d, 0, d}
+    Q.TQ2_0: ((64,), 0.05),      # qs[64] d: value in {-d, 0, d, 2d}
 }
 
 # ds41-gguf-write's options for the structure's source: a mix of types in each dialect (the engram
@@ -160,7 +185,7 @@ def _rng(name: str, seed: int) -> np.random.Generator:
 
 
 def _block_bytes(qtype, shape, rng):
-    """Random blocks of a K-quant or IQ2_XXS with finite small super-scales: uint8 [..., row bytes]."""
+    """Random blocks of a block type with finite small super-scales: uint8 [..., row bytes]."""
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     rows, nb = int(np.prod(shape[:-1])), shape[-1] // block
     b = rng.integers(0, 256, size=(rows * nb, size), dtype=np.uint8)
@@ -168,6 +193,10 @@ def _block_bytes(qtype, shape, rng):
     for off in offsets:
         d = (d0 * rng.uniform(0.5, 1.5, size=rows * nb)).astype(np.float16)
         b[:, off:off + 2] = d.view(np.uint8).reshape(-1, 2)
+    if qtype == Q.IQ1_M:  # the f16 d: nibble i in the top nibble of scale word i (bytes 48 + 2i, 49 + 2i)
+        h = (d0 * rng.uniform(0.5, 1.5, size=rows * nb)).astype(np.float16).view(np.uint16)
+        for i in range(4):
+            b[:, 49 + 2 * i] = (b[:, 49 + 2 * i] & 0x0F) | (((h >> (4 * i)) & 0xF) << 4).astype(np.uint8)
     return b.reshape(*shape[:-1], nb * size)
 
 
@@ -186,7 +215,7 @@ def _values(name, shape, rng):
 def _encode(name, qtype, shape, rng):
     """A tensor of type qtype: the array gguf-py writes (bytes as uint8 [..., row bytes] for the
     block types and BF16; float16, float32 or int8 arrays for F16, F32 and I8)."""
-    if qtype in SUPER_SCALES:
+    if qtype in SUPER_SCALES and len(shape) >= 2:
         return _block_bytes(qtype, shape, rng)
     if qtype == Q.MXFP4:  # ggml: e8m0 scale byte, 16 bytes of e2m1 pairs; values up to 12 * 2^(e-128)
         k = shape[-1]
@@ -202,12 +231,12 @@ def _encode(name, qtype, shape, rng):
     v = _values(name, shape, rng)
     if qtype in (Q.F32, Q.F16):
         return v.astype(np.float32 if qtype == Q.F32 else np.float16)
-    if qtype in (Q.BF16, Q.Q8_0):
+    if qtype in (Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1):
         return gguf.quants.quantize(v, qtype)
     raise AssertionError(f"{name}: no data rule for type {qtype.name}")
 
 
-def _model_data(tensors, seed: int, ladder_start: int, published: bool):
+def _model_data(tensors, seed: int, ladder_start: int, published: bool, ladders=(LADDER, VECTOR_LADDER)):
     """Data for every tensor: {name: (A's array, A's type, B's array, B's type)}. A tensor ds41 takes
     as values gets, in A, the type of its ladder used least so far among those that fit its rows
     (the K-quants and IQ2_XXS need whole 256-value blocks, Q8_0 32), ties in ladder order from
@@ -216,8 +245,8 @@ def _model_data(tensors, seed: int, ladder_start: int, published: bool):
     the rest keeps its type from the structure (BF16, F32) with the same bytes in A and B, as in a
     converter's file; otherwise every matrix and vector does. The MXFP4 experts and the engram
     tables keep their type and bytes in both."""
-    ladders = {n: lad[ladder_start % len(lad):] + lad[:ladder_start % len(lad)] for n, lad in ((2, LADDER), (1, VECTOR_LADDER))}
-    data, uses = {}, {t: 0 for t in LADDER}
+    ladders = {n: lad[ladder_start % len(lad):] + lad[:ladder_start % len(lad)] for n, lad in ((2, ladders[0]), (1, ladders[1]))}
+    data, uses = {}, {(n, t): 0 for n in (1, 2) for t in ladders[n]}  # per rank: matrices and vectors apart
     for name, dims, qtype in tensors:
         shape = list(reversed(dims))
         rng = _rng(name, seed)
@@ -226,8 +255,9 @@ def _model_data(tensors, seed: int, ladder_start: int, published: bool):
             data[name] = (a, qtype, a, qtype)
             continue
         fits = [t for t in ladders[min(len(shape), 2)] if shape[-1] % gguf.GGML_QUANT_SIZES[t][0] == 0]
-        t = min(fits, key=lambda t: uses[t])
-        uses[t] += 1
+        rank = min(len(shape), 2)
+        t = min(fits, key=lambda t: uses[rank, t])
+        uses[rank, t] += 1
         a = _encode(name, t, shape, rng)
         v = gguf.quants.dequantize(a.view(np.uint8) if t == Q.F16 else a, t)
         assert v.shape == tuple(shape) and np.isfinite(v).all(), name
@@ -295,9 +325,12 @@ def test_gguf_py_files_bit_for_bit(dialect, tmp_path):
     """A (ggml's types) and B (gguf-py's f32 values of them) give the same logits and captures, bit
     for bit, resident and streamed; a model whose weights differ does not."""
     meta, tensors = _structure(_ds41_write(tmp_path, "src", ["--dialect", dialect] + DIALECTS[dialect]))
-    data = _model_data(tensors, seed=41, ladder_start=list(DIALECTS).index(dialect), published=PUBLISHED_ONLY[dialect])
-    used = {data[n][1] for n, d, _ in tensors if data[n][3] == Q.F32 and data[n][1] != Q.F32 and len(d) >= 2}
-    assert used == set(LADDER), f"the ladder's types not all used: {sorted(t.name for t in used)}"
+    data = _model_data(tensors, seed=41, ladder_start=list(DIALECTS).index(dialect), published=PUBLISHED_ONLY[dialect],
+                       ladders=LADDERS[dialect])
+    for rank, ladder in ((2, LADDERS[dialect][0]), (1, LADDERS[dialect][1])):
+        used = {data[n][1] for n, d, _ in tensors if data[n][3] == Q.F32 and data[n][1] != Q.F32 and min(len(d), 2) == rank}
+        assert used == set(ladder) or rank == 1 and PUBLISHED_ONLY[dialect], \
+            f"rank {rank}: the ladder's types not all used: {sorted(t.name for t in used)}"
     same = [n for n, _, _ in tensors if data[n][0] is data[n][2]]  # the same bytes in A and B
     assert any(_suffix(n) in ENGRAM_TABLES for n in same), "no engram table"
     if PUBLISHED_ONLY[dialect]:

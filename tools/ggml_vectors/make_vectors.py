@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Test vectors for ds41's GGUF block dequantization (issue 39), from two implementations outside ds41.
 
-For each GGUF block type ds41 reads (Q8_0, MXFP4, I8, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS) the
-script makes blocks (random bytes with finite f16 scales, edge blocks, a few blocks quantized by
-ggml itself from Gaussian data) and dequantizes each with
+For each GGUF block type ds41 reads (Q8_0, MXFP4, I8, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS; then
+Q4_0, Q4_1, Q5_0, Q5_1, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, TQ1_0, TQ2_0)
+the script makes blocks (random bytes with finite f16 scales, edge blocks, blocks that use every
+code / grid index / sign index / sub-block scale, a few blocks quantized by ggml itself from
+Gaussian data) and dequantizes each with
 
   (a) ggml's own C `dequantize_row_<type>` (src/ggml-quants.c), compiled here at run time with
       `-O2 -ffp-contract=off`, so that every float operation is rounded on its own; and
@@ -54,7 +56,10 @@ class BlockType:
     f16_d: tuple[int, ...]     # byte offsets of f16 scales ("d")
     f16_min: tuple[int, ...]   # byte offsets of f16 mins ("dmin")
     ggml_fn: str | None        # dequantize_row_<...> in ggml-quants.c (None: the shim's I8 cast)
-    quantize_fn: str | None    # quantize_row_<...>_ref, for realistic blocks
+    quantize_fn: str | None    # quantize_row_<...>_ref (x, y, k), or quantize_iq<...> (x, y, nrow,
+                               # n_per_row, weights) called with unit weights, for realistic blocks
+    quant_init: tuple[str, int] | None = None  # what the IQ quantizer needs first (its grid neighbours)
+    f16_nibbles: int | None = None  # IQ1_M: byte offset of 4 u16 words whose top nibbles are the f16
 
 
 TYPES = [
@@ -66,12 +71,41 @@ TYPES = [
     BlockType("q4_K", QT.Q4_K, 256, 144, (0,), (2,), "dequantize_row_q4_K", "quantize_row_q4_K_ref"),
     BlockType("q5_K", QT.Q5_K, 256, 176, (0,), (2,), "dequantize_row_q5_K", "quantize_row_q5_K_ref"),
     BlockType("q6_K", QT.Q6_K, 256, 210, (208,), (), "dequantize_row_q6_K", "quantize_row_q6_K_ref"),
-    BlockType("iq2_xxs", QT.IQ2_XXS, 256, 66, (0,), (), "dequantize_row_iq2_xxs", "quantize_iq2_xxs"),
+    BlockType("iq2_xxs", QT.IQ2_XXS, 256, 66, (0,), (), "dequantize_row_iq2_xxs", "quantize_iq2_xxs",
+              ("iq2xs_init_impl", int(QT.IQ2_XXS))),
+    # added later: each of these draws from its own RNG, seeded from (seed, type name), so that the
+    # nine files above stay what they were and a type added or changed later leaves the others alone
+    BlockType("q4_0", QT.Q4_0, 32, 18, (0,), (), "dequantize_row_q4_0", "quantize_row_q4_0_ref"),
+    BlockType("q4_1", QT.Q4_1, 32, 20, (0,), (2,), "dequantize_row_q4_1", "quantize_row_q4_1_ref"),
+    BlockType("q5_0", QT.Q5_0, 32, 22, (0,), (), "dequantize_row_q5_0", "quantize_row_q5_0_ref"),
+    BlockType("q5_1", QT.Q5_1, 32, 24, (0,), (2,), "dequantize_row_q5_1", "quantize_row_q5_1_ref"),
+    BlockType("iq2_xs", QT.IQ2_XS, 256, 74, (0,), (), "dequantize_row_iq2_xs", "quantize_iq2_xs",
+              ("iq2xs_init_impl", int(QT.IQ2_XS))),
+    BlockType("iq3_xxs", QT.IQ3_XXS, 256, 98, (0,), (), "dequantize_row_iq3_xxs", "quantize_iq3_xxs",
+              ("iq3xs_init_impl", 256)),
+    BlockType("iq1_s", QT.IQ1_S, 256, 50, (0,), (), "dequantize_row_iq1_s", "quantize_iq1_s",
+              ("iq2xs_init_impl", int(QT.IQ1_S))),
+    BlockType("iq4_nl", QT.IQ4_NL, 32, 18, (0,), (), "dequantize_row_iq4_nl", "quantize_iq4_nl"),
+    BlockType("iq3_s", QT.IQ3_S, 256, 110, (0,), (), "dequantize_row_iq3_s", "quantize_iq3_s",
+              ("iq3xs_init_impl", 512)),
+    BlockType("iq2_s", QT.IQ2_S, 256, 82, (0,), (), "dequantize_row_iq2_s", "quantize_iq2_s",
+              ("iq2xs_init_impl", int(QT.IQ2_S))),
+    BlockType("iq4_xs", QT.IQ4_XS, 256, 136, (0,), (), "dequantize_row_iq4_xs", "quantize_iq4_xs"),
+    # IQ1_M has no f16 field: its f16 scale is the top nibbles of the four u16 words at byte 48
+    BlockType("iq1_m", QT.IQ1_M, 256, 56, (), (), "dequantize_row_iq1_m", "quantize_iq1_m",
+              ("iq2xs_init_impl", int(QT.IQ1_M)), f16_nibbles=48),
+    BlockType("tq1_0", QT.TQ1_0, 256, 54, (52,), (), "dequantize_row_tq1_0", "quantize_row_tq1_0_ref"),
+    BlockType("tq2_0", QT.TQ2_0, 256, 66, (64,), (), "dequantize_row_tq2_0", "quantize_row_tq2_0_ref"),
 ]
+
+# the types whose blocks come from the one RNG seeded with --seed, in this order (the committed
+# files of issue 39); every other type has its own RNG (rng_for)
+SHARED_RNG_TYPES = ("q8_0", "mxfp4", "i8", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq2_xxs")
 
 # The shim: ggml's symbols that ggml-quants.c's quantizers reference but that live in ggml.c
 # (never reached by the functions called here), the I8 cast ggml applies when it converts an I8
-# tensor (ggml has no dequantize_row_i8), and IQ2_XXS quantization with unit weights.
+# tensor (ggml has no dequantize_row_i8). (The IQ quantizers run through it too: their
+# iq2xs_init_impl / iq3xs_init_impl need nothing more.)
 SHIM_C = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -197,6 +231,24 @@ def put_f16(block: bytearray, offsets, value: int):
         block[off:off + 2] = struct.pack("<H", int(value))
 
 
+def put_d(t: BlockType, block: bytearray, value: int):
+    """Writes the block's f16 scale d: its f16 field(s), or IQ1_M's four top nibbles (nibble w of
+    the f16 is the top nibble of u16 word w), leaving the 3-bit sub-block scales below alone."""
+    put_f16(block, t.f16_d, value)
+    if t.f16_nibbles is not None:
+        for w in range(4):
+            off = t.f16_nibbles + 2 * w
+            word = struct.unpack_from("<H", block, off)[0]
+            struct.pack_into("<H", block, off, (word & 0x0FFF) | (((int(value) >> (4 * w)) & 0xF) << 12))
+
+
+def get_d(t: BlockType, block: bytes) -> int:
+    if t.f16_nibbles is not None:
+        words = struct.unpack_from("<4H", block, t.f16_nibbles)
+        return sum((w >> 12) << (4 * i) for i, w in enumerate(words))
+    return struct.unpack_from("<H", block, t.f16_d[0])[0] if t.f16_d else -1
+
+
 def f16(x: float) -> int:
     return int(np.array([x], dtype=np.float16).view(np.uint16)[0])
 
@@ -216,7 +268,7 @@ def edge_blocks(t: BlockType, rng: np.random.Generator) -> list[tuple[str, bytes
     def block(fill=None, d=None, dmin=None):
         b = bytearray(rng.integers(0, 256, size=t.nbytes, dtype=np.uint8).tobytes()) if fill is None \
             else bytearray(bytes([fill]) * t.nbytes)
-        put_f16(b, t.f16_d, finite_f16(rng, 1)[0] if d is None else d)
+        put_d(t, b, finite_f16(rng, 1)[0] if d is None else d)
         put_f16(b, t.f16_min, finite_f16(rng, 1)[0] if dmin is None else dmin)
         return b
 
@@ -272,22 +324,172 @@ def edge_blocks(t: BlockType, rng: np.random.Generator) -> list[tuple[str, bytes
     return out
 
 
+def coverage_blocks(t: BlockType) -> list[tuple[str, bytes]]:
+    """Blocks (no randomness) that between them use every code, grid index, sign index and
+    sub-block scale a type can hold; the comments give each type's block layout (ggml-common.h)."""
+    out: list[tuple[str, bytes]] = []
+    nib16 = bytes(i | ((15 - i) << 4) for i in range(16))  # all 16 nibbles in both halves
+
+    def new(d: int) -> bytearray:
+        b = bytearray(t.nbytes)
+        put_d(t, b, d)
+        return b
+
+    if t.name in ("q4_0", "iq4_nl", "q4_1"):
+        # q4_0, iq4_nl: d, qs[16]; q4_1: d, m, qs[16]. Element j: qs[j] low nibble, j+16: high.
+        qs = 4 if t.name == "q4_1" else 2
+        for name, d, m in (("codes-pos", f16(0.5), f16(-4.0)), ("codes-neg", f16(-0.0123), f16(0.0456))):
+            b = new(d)
+            put_f16(b, t.f16_min, m)
+            b[qs:qs + 16] = nib16
+            out.append((name, bytes(b)))
+    if t.name in ("q5_0", "q5_1"):
+        # q5_0: d, qh[4] (u32: bit j is the 5th bit of element j), qs[16]; q5_1: d, m, qh, qs
+        qh = 4 if t.name == "q5_1" else 2
+        for name, codes, d, m in (("codes-up", list(range(32)), f16(0.5), f16(-8.0)),
+                                  ("codes-down", list(range(31, -1, -1)), f16(-0.0123), f16(0.0456))):
+            b = new(d)
+            put_f16(b, t.f16_min, m)
+            b[qh:qh + 4] = struct.pack("<I", sum((c >> 4) << e for e, c in enumerate(codes)))
+            b[qh + 4:qh + 20] = bytes((codes[j] & 15) | ((codes[j + 16] & 15) << 4) for j in range(16))
+            out.append((name, bytes(b)))
+    if t.name == "iq4_xs":
+        # d, scales_h (u16: 2 high bits of sub-block ib's 6-bit scale at bit 2ib), scales_l[4]
+        # (low 4 bits, nibble ib%2 of byte ib/2), qs[128] (16 bytes a sub-block of 32): every
+        # scale 0..63 (dl = d·(ls − 32)) over 8 blocks, each sub-block with all 16 codes
+        for k in range(8):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            ls = [8 * k + ib for ib in range(8)]
+            b[2:4] = struct.pack("<H", sum((v >> 4) << (2 * ib) for ib, v in enumerate(ls)))
+            b[4:8] = bytes((ls[2 * i] & 15) | ((ls[2 * i + 1] & 15) << 4) for i in range(4))
+            b[8:136] = nib16 * 8
+            out.append((f"scales-{8 * k}..", bytes(b)))
+    if t.name == "tq1_0":
+        # qs[48] (5 base-3 digits a byte), qh[4] (4 digits a byte), d: every byte value in qs,
+        # and in qh 240..255 (243..255 no quantizer writes) and 0..7
+        for k in range(6):
+            b = new(f16(0.75) if k % 2 == 0 else f16(-0.0123))
+            b[0:48] = bytes((48 * k + i) % 256 for i in range(48))
+            b[48:52] = bytes((240 + 4 * k + i) % 256 for i in range(4))
+            out.append((f"bytes-{48 * k}..", bytes(b)))
+    if t.name == "tq2_0":
+        # qs[64] (4 two-bit codes a byte, code 3 included: no quantizer writes it), d
+        for k in range(4):
+            b = new(f16(0.75) if k % 2 == 0 else f16(-0.0123))
+            b[0:64] = bytes(range(64 * k, 64 * k + 64))
+            out.append((f"bytes-{64 * k}..", bytes(b)))
+    if t.name == "iq2_xs":
+        # d, qs u16[32] (grid index 9 bits | sign index 7 bits << 9), scales[8] (two 4-bit
+        # scales a 32-element sub-block): all 512 grid indices over 16 blocks, all 128 sign
+        # indices, all 16 scales in every block
+        for k in range(16):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            for j in range(32):
+                e = 32 * k + j
+                struct.pack_into("<H", b, 2 + 2 * j, e | ((e % 128) << 9))
+            b[66:74] = bytes(((2 * i + k) % 16) | (((2 * i + 1 + k) % 16) << 4) for i in range(8))
+            out.append((f"grid-{32 * k}..", bytes(b)))
+    if t.name == "iq2_s":
+        # d, qs[32] (grid index low 8 bits), signs[32] (sign bits, stored directly), qh[8] (bits
+        # 2l..2l+1 of qh[ib32]: grid index bits 8..9 of group l), scales[8]: all 1024 grid
+        # indices over 32 blocks, all 256 sign bytes, all 16 scales in every block
+        for k in range(32):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            qh = [0] * 8
+            for j in range(32):
+                e = 32 * k + j
+                b[2 + j] = e & 0xFF
+                b[34 + j] = e % 256
+                qh[j // 4] |= (e >> 8) << (2 * (j % 4))
+            b[66:74] = bytes(qh)
+            b[74:82] = bytes(((2 * i + k) % 16) | (((2 * i + 1 + k) % 16) << 4) for i in range(8))
+            out.append((f"grid-{32 * k}..", bytes(b)))
+    if t.name == "iq3_xxs":
+        # d, qs[64] (grid indices), u32[8] (4 sign indices of 7 bits | 4-bit scale << 28): all 256
+        # grid indices and 128 sign indices over 4 blocks, all 16 scales
+        for k in range(4):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            b[2:66] = bytes(range(64 * k, 64 * k + 64))
+            for ib in range(8):
+                s = [(32 * k + 4 * ib + l) % 128 for l in range(4)]
+                struct.pack_into("<I", b, 66 + 4 * ib,
+                                 s[0] | (s[1] << 7) | (s[2] << 14) | (s[3] << 21) | (((8 * k + ib) % 16) << 28))
+            out.append((f"grid-{64 * k}..", bytes(b)))
+    if t.name == "iq3_s":
+        # d, qs[64] (grid index low 8 bits), qh[8] (bit i%8 of qh[i/8]: bit 8 of qs[i]'s index),
+        # signs[32] (stored directly), scales[4] (a 4-bit scale a 32-element sub-block): all 512
+        # grid indices and 256 sign bytes over 8 blocks, all 16 scales
+        for k in range(8):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            qh = [0] * 8
+            for i in range(64):
+                e = 64 * k + i
+                b[2 + i] = e & 0xFF
+                qh[i // 8] |= (e >> 8) << (i % 8)
+            b[66:74] = bytes(qh)
+            b[74:106] = bytes((32 * k + i) % 256 for i in range(32))
+            b[106:110] = bytes(((2 * i + 8 * k) % 16) | (((2 * i + 1 + 8 * k) % 16) << 4) for i in range(4))
+            out.append((f"grid-{64 * k}..", bytes(b)))
+    if t.name == "iq1_s":
+        # d, qs[32] (grid index low 8 bits), qh u16[8] (per 32-element sub-block: bits 3l..3l+2
+        # grid index bits 8..10 of group l, bits 12..14 the 3-bit scale, bit 15 the delta sign):
+        # all 2048 grid indices over 64 blocks, every scale in each block, both delta signs
+        for k in range(64):
+            b = new(f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            qh = [(((ib + k) % 8) << 12) | (((ib + k) % 2) << 15) for ib in range(8)]
+            for j in range(32):
+                e = 32 * k + j
+                b[2 + j] = e & 0xFF
+                qh[j // 4] |= (e >> 8) << (3 * (j % 4))
+            b[34:50] = struct.pack("<8H", *qh)
+            out.append((f"grid-{32 * k}..", bytes(b)))
+    if t.name == "iq1_m":
+        # qs[32] (grid index low 8 bits), qh[16] (nibble j%2 of qh[j/2] for group j: bits 0..2 grid
+        # index bits 8..10, bit 3 the delta sign), scales u16[4] (bits 0..11: four 3-bit scales,
+        # bits 12..15: nibble w of the f16 d): all 2048 grid indices over 64 blocks, both delta
+        # signs and all 8 scales in each block
+        for k in range(64):
+            b = bytearray(t.nbytes)
+            qh = [0] * 16
+            for j in range(32):
+                e = 32 * k + j
+                b[j] = e & 0xFF
+                qh[j // 2] |= ((e >> 8) | (((j + k) % 2) << 3)) << (4 * (j % 2))
+            b[32:48] = bytes(qh)
+            b[48:56] = struct.pack("<4H", *(sum(((4 * w + s + k) % 8) << (3 * s) for s in range(4))
+                                            for w in range(4)))
+            put_d(t, b, f16(0.125) if k % 2 == 0 else f16(-0.0371))
+            out.append((f"grid-{32 * k}..", bytes(b)))
+        # the f16 taken from four nibbles: distinct nibbles, under all-ones and all-zero scale bits
+        for d in (0x1234, 0xC8A7, 0x7BFF, 0x8001):
+            for low in (0x000, 0xFFF):
+                b = bytearray(bytes([0x5A]) * 48) + struct.pack("<4H", *([low] * 4))
+                put_d(t, b, d)
+                out.append((f"d={d:04x}-sc={low:03x}", bytes(b)))
+    return out
+
+
 def realistic_blocks(t: BlockType, lib: ctypes.CDLL, rng: np.random.Generator, n: int) -> list[tuple[str, bytes]]:
     """Blocks ggml's own reference quantizer makes from Gaussian rows (the scale ranges of real files)."""
     out = []
-    if t.name == "iq2_xxs":
-        lib.iq2xs_init_impl(ctypes.c_int(int(QT.IQ2_XXS)))  # builds the quantizer's grid neighbours
+    if t.quant_init:  # builds the IQ quantizer's grid neighbours (ggml's iq2xs/iq3xs_init_impl)
+        getattr(lib, t.quant_init[0])(ctypes.c_int(t.quant_init[1]))
     for k in range(n):
         x = (rng.standard_normal(t.elems) * (0.02 * 10 ** (k % 3))).astype(np.float32)
         y = ctypes.create_string_buffer(t.nbytes)
-        if t.name == "iq2_xxs":
-            w = np.ones(t.elems, dtype=np.float32)  # IQ2_XXS needs importance weights
-            lib.quantize_iq2_xxs(ctypes.c_void_p(x.ctypes.data), y, ctypes.c_int64(1), ctypes.c_int64(t.elems),
-                                 ctypes.c_void_p(w.ctypes.data))
+        if t.quantize_fn.startswith("quantize_iq"):
+            w = np.ones(t.elems, dtype=np.float32)  # some IQ quantizers need importance weights
+            getattr(lib, t.quantize_fn)(ctypes.c_void_p(x.ctypes.data), y, ctypes.c_int64(1),
+                                        ctypes.c_int64(t.elems), ctypes.c_void_p(w.ctypes.data))
         else:
             getattr(lib, t.quantize_fn)(ctypes.c_void_p(x.ctypes.data), y, ctypes.c_int64(t.elems))
         out.append((f"ggml-quantized-{k}", y.raw))
     return out
+
+
+def rng_for(seed: int, t: BlockType) -> np.random.Generator:
+    """The RNG of a type outside SHARED_RNG_TYPES: seeded from the seed and the type's name only."""
+    return np.random.default_rng([seed, *t.name.encode("ascii")])
 
 
 def random_blocks(t: BlockType, rng: np.random.Generator, n: int) -> list[tuple[str, bytes]]:
@@ -297,10 +499,10 @@ def random_blocks(t: BlockType, rng: np.random.Generator, n: int) -> list[tuple[
         if t.name == "mxfp4":
             b[0] = int(rng.integers(0, 256))
         elif k % 2 == 0:  # any finite f16, subnormals and 65504 included
-            put_f16(b, t.f16_d, finite_f16(rng, 1)[0])
+            put_d(t, b, finite_f16(rng, 1)[0])
             put_f16(b, t.f16_min, finite_f16(rng, 1)[0])
         else:  # the sizes real files hold
-            put_f16(b, t.f16_d, moderate_f16(rng, 1, 1e-3)[0])
+            put_d(t, b, moderate_f16(rng, 1, 1e-3)[0])
             put_f16(b, t.f16_min, moderate_f16(rng, 1, 1e-3)[0])
         out.append((f"random-{k}", bytes(b)))
     return out
@@ -359,15 +561,23 @@ def main():
             for i, n, b, s in table:
                 f.write(f"{i} {n} {b} {s}\n")
 
-        rng = np.random.default_rng(args.seed)
+        shared_rng = np.random.default_rng(args.seed)
         summary = []
         for t in TYPES:
+            rng = shared_rng if t.name in SHARED_RNG_TYPES else rng_for(args.seed, t)
             blocks = edge_blocks(t, rng)
             if t.name != "i8":
+                if t.name not in SHARED_RNG_TYPES:
+                    blocks += coverage_blocks(t)
                 blocks += realistic_blocks(t, lib, rng, 4)
-                blocks += random_blocks(t, rng, max(0, args.blocks - len(blocks)))
+                # at least 8 random blocks where the coverage blocks alone pass --blocks
+                blocks += random_blocks(t, rng, max(8, args.blocks - len(blocks)))
             data = b"".join(raw for _, raw in blocks)
             assert all(len(raw) == t.nbytes for _, raw in blocks)
+            for label, raw in blocks:  # every f16 scale finite (no inf, no NaN)
+                for h in ([get_d(t, raw)] if t.f16_nibbles is not None else []) + \
+                         [struct.unpack_from("<H", raw, off)[0] for off in t.f16_d + t.f16_min]:
+                    assert (h >> 10) & 0x1F != 0x1F, (t.name, label, hex(h))
             a = dequant_ggml(t, lib, data, len(blocks))
             b = dequant_gguf_py(t, data, len(blocks))
             assert not np.isnan(a).any(), f"{t.name}: NaN from finite scales"

@@ -15,7 +15,9 @@
 // unpack() gives back the row's block exactly, and the definition (core/ggml_quants.hpp) reads it.
 // F16 is its own case: a panel block is one column, the 8 rows' f16 values.
 //
-// IQ2_XXS (grid indices over 8 elements) has no per-element code field and is not repacked.
+// The Q4/Q5 legacy types, IQ4_NL, IQ4_XS and TQ2_0 have per-element code fields too and are repacked
+// alike. The IQ grid types (indices over 8 or 4 elements) and TQ1_0 (base-3 digits) have none and
+// are not repacked.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -35,7 +37,8 @@ struct GgmlPanelLayout {
 DS41_HD constexpr bool ggml_panel_type(GgmlType t) {
   switch (t) {
     case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: case GgmlType::kQ6_K: return true;
+    case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1: case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: case GgmlType::kTQ2_0: return true;
     default: return false;
   }
 }
@@ -51,6 +54,12 @@ DS41_HD constexpr GgmlPanelLayout ggml_panel_layout(GgmlType t) {
     case GgmlType::kQ4_K: l.header_end[0] = 16, l.fields = 1, l.width[0] = 4; break;
     case GgmlType::kQ5_K: l.header_end[0] = 16, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
     case GgmlType::kQ6_K: l.header_begin[0] = 192, l.header_end[0] = 210, l.fields = 2, l.width[0] = 4, l.width[1] = 2; break;
+    case GgmlType::kQ4_0: case GgmlType::kIQ4_NL: l.header_end[0] = 2, l.fields = 1, l.width[0] = 4; break;
+    case GgmlType::kQ4_1: l.header_end[0] = 4, l.fields = 1, l.width[0] = 4; break;
+    case GgmlType::kQ5_0: l.header_end[0] = 2, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
+    case GgmlType::kQ5_1: l.header_end[0] = 4, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
+    case GgmlType::kIQ4_XS: l.header_end[0] = 8, l.fields = 1, l.width[0] = 4; break;
+    case GgmlType::kTQ2_0: l.header_begin[0] = 64, l.header_end[0] = 66, l.fields = 1, l.width[0] = 2; break;
     default: break;
   }
   return l;
@@ -99,6 +108,22 @@ DS41_HD constexpr void ggml_code_place(GgmlType t, int f, int e, int* byte, int*
       else *byte = 128 + 32 * h + l, *shift = 2 * k;
       return;
     }
+    case GgmlType::kQ4_0: case GgmlType::kIQ4_NL: case GgmlType::kQ4_1:  // nibbles: e < 16 low of qs[e], else high of qs[e-16]
+    case GgmlType::kQ5_0: case GgmlType::kQ5_1: {                          // Q5: fifth bit e of the u32 qh
+      const int qs = t == GgmlType::kQ5_1 ? 8 : t == GgmlType::kQ5_0 ? 6 : t == GgmlType::kQ4_1 ? 4 : 2;
+      if (f == 0) *byte = qs + e % 16, *shift = 4 * (e / 16);
+      else *byte = (t == GgmlType::kQ5_1 ? 4 : 2) + e / 8, *shift = e % 8;
+      return;
+    }
+    case GgmlType::kIQ4_XS: {  // group g of 32: its 16 bytes at 8 + 16g, low nibbles first
+      const int g = e / 32, j = e % 32;
+      *byte = 8 + 16 * g + j % 16, *shift = 4 * (j / 16);
+      return;
+    }
+    case GgmlType::kTQ2_0: {  // element 128h + 32l + m: bits 2l of qs[32h + m]
+      *byte = 32 * (e / 128) + e % 32, *shift = 2 * ((e / 32) % 4);
+      return;
+    }
     default: *byte = 0, *shift = 0; return;
   }
 }
@@ -111,7 +136,9 @@ struct GgmlPanelPlaces {
 inline const GgmlPanelPlaces& ggml_panel_places(GgmlType t) {
   static const auto tables = [] {
     std::array<GgmlPanelPlaces, 64> all{};  // indexed by type id (the panel types are below 64)
-    for (GgmlType g : {GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    for (const GgmlTypeInfo& info : kGgmlTypes) {
+      const GgmlType g = info.type;
+      if (!ggml_panel_type(g) || g == GgmlType::kF16) continue;
       GgmlPanelPlaces& p = all[static_cast<size_t>(g)];
       for (int f = 0; f < ggml_panel_layout(g).fields; ++f)
         for (int e = 0; e < ggml_block_elems(g); ++e) {

@@ -64,17 +64,14 @@ inline std::vector<float> dequantize_blocks(TensorType type, const uint8_t* p, u
 }
 
 /// Engram tables in ggml's types whose values are not e4m3 codes times a power of two:
-/// vcruz305's rungs quantize the tables with the rung (Q8_0 down to Q3_K; Q4_K at Q4_K_M), and the
-/// other K-quants and IQ2_XXS read alike; a conversion with `--outtype f16/bf16/f32` (none
+/// vcruz305's rungs quantize the tables with the rung (Q8_0 down to Q3_K; Q4_K at Q4_K_M), and
+/// every other block type a Linear reads (ggml_linear_type: the legacy Q4_0..Q5_1, the K-quants,
+/// the IQ and ternary types) reads alike; a conversion with `--outtype f16/bf16/f32` (none
 /// published yet) writes them as plain floats. Such a table is read as rows of values, ggml's f32
 /// of each row's K / block blocks (engram_value_rows), where the fp8 types are rows of codes and scales.
 inline bool engram_value_type(TensorType t) {
-  switch (t) {
-    case TensorType::kQ8_0: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
-    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: case TensorType::kF16:
-    case TensorType::kBF16: case TensorType::kF32: return true;
-    default: return false;
-  }
+  if (t == TensorType::kBF16 || t == TensorType::kF32) return true;
+  return ggml_info(t) != nullptr && ggml_linear_type(static_cast<GgmlType>(t));  // F16 and the block types
 }
 /// One block of an engram value type to its f32 values: the float types element by element (f16 and
 /// bf16 widen exactly), the block types by ggml's dequantization.
@@ -95,7 +92,8 @@ inline bool engram_row_type(TensorType t) {
 }
 /// Names the engram row types, for messages.
 inline constexpr const char* kEngramRowTypes =
-    "DS41_FP8_ROW, I8 (row264), MXFP4, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, F16, BF16 or F32 rows";
+    "DS41_FP8_ROW, I8 (row264), MXFP4, F16, BF16, F32 or another ggml block type's rows (Q4_0 .. Q8_0, "
+    "the K-quants, the IQ and TQ types)";
 /// Refuses engram rows of K values that are not whole blocks of the value type t, naming `what`.
 inline void check_engram_value_row(TensorType t, long K, const std::string& what) {
   const long be = ggml_info(t)->block_elems;
@@ -169,7 +167,8 @@ inline std::vector<uint8_t> mxfp4_engram_rows(const uint8_t* p, long rows, long 
 }
 
 /// The block types a matrix keeps as stored (WeightFormat::kGgmlBlocks; its Linear is the f32 Linear
-/// on the values, host/gemv_ggml.hpp): Q8_0, Q2_K..Q6_K, IQ2_XXS. F16 matrices are kept too.
+/// on the values, host/gemv_ggml.hpp): ggml_linear_type's blocks (Q4_0..Q8_0, the K-quants, the IQ
+/// and TQ types). F16 matrices are kept too.
 inline bool kept_block_type(TensorType t) {
   return t != TensorType::kF16 && ggml_linear_type(static_cast<GgmlType>(t)) && ggml_info(t) != nullptr;
 }
@@ -220,9 +219,8 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
       for (long b = 0; b < nb; ++b) s[r * nb + b] = e8m0_to_f32(p[r * rb + cols + b]);
     return HostTensor::from_f32({rows, nb}, s);
   }
-  DS41_CHECK(readable_tensor_type(type), what, " has type ", tensor_type_name(type),
-             ", which ds41 does not read (it reads F32, F16, BF16, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, I8, "
-             "MXFP4 and its own DS41_FP8_BLOCK32)");
+  DS41_CHECK(readable_tensor_type(type), what, " has type ", tensor_type_name(type), ", which ds41 does not read (it reads ",
+             tensor_type_names(readable_tensor_type), " and its own DS41_FP8_BLOCK32)");
   DS41_CHECK(n == tensor_bytes(type, {shape.rbegin(), shape.rend()}, what), what, ": ", n, " bytes do not hold a ",
              tensor_type_name(type), " tensor of shape ", shape_str({shape.begin(), shape.end()}));
   switch (type) {
@@ -256,7 +254,7 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
       return t;
     }
     case TensorType::kDs41Fp8Row: fail(what, ": DS41_FP8_ROW holds engram tables only");
-    default:  // Q8_0, the K-quants, IQ2_XXS: matrices kept as stored; I8 and vectors widened (docs/GGUF.md)
+    default:  // the block types: matrices kept as stored; I8 and vectors widened (docs/GGUF.md)
       if (shape.size() == 2 && kept_block_type(type)) {
         const GgmlType g = static_cast<GgmlType>(type);
         const long bad = ggml_first_nonfinite_block(g, p, static_cast<long>(n / ggml_block_bytes(g)));
@@ -268,8 +266,8 @@ inline HostTensor decode_tensor(TensorType type, const std::vector<long>& shape,
   }
 }
 
-/// float32 values → F32 / F16 / BF16 / Q8_0 bytes (Q8_0 quantises: d = amax/127 as f16), or the
-/// blocks of gguf_quantize.hpp (MXFP4, Q2_K..Q6_K, IQ2_XXS).
+/// float32 values → F32 / F16 / BF16 bytes, or the
+/// blocks of gguf_quantize.hpp (every block type ds41 reads but I8).
 inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorType type) {
   std::vector<uint8_t> out;
   auto put16 = [&](uint16_t h) { out.push_back(h & 0xFF); out.push_back(h >> 8); };
@@ -277,18 +275,6 @@ inline std::vector<uint8_t> encode_values(const std::vector<float>& v, TensorTyp
     case TensorType::kF32: out.resize(v.size() * 4); if (!v.empty()) std::memcpy(out.data(), v.data(), out.size()); break;
     case TensorType::kF16: for (float x : v) put16(f32_to_f16(x)); break;
     case TensorType::kBF16: for (float x : v) put16(bf16_bits(x)); break;
-    case TensorType::kQ8_0:
-      DS41_CHECK(v.size() % 32 == 0, "gguf: Q8_0 needs a multiple of 32 values, got ", v.size());
-      for (size_t b = 0; b < v.size(); b += 32) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b + j]));
-        const uint16_t dh = f32_to_f16(amax / 127.0f);
-        const float d = f16_to_f32(dh);
-        put16(dh);
-        for (int j = 0; j < 32; ++j)
-          out.push_back(static_cast<uint8_t>(static_cast<int8_t>(d ? std::max(-127.0f, std::min(127.0f, std::nearbyint(v[b + j] / d))) : 0)));
-      }
-      break;
     default:
       DS41_CHECK(quantizable_block_type(type), "gguf: encode_values cannot write type ", tensor_type_name(type));
       out = quantize_blocks(v, type);  // gguf_quantize.hpp

@@ -1,45 +1,26 @@
-// ds41/io/gguf_quantize.hpp — f32 values → ggml blocks (MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ2_XXS), for the writer (ds41-gguf-write --type) and the tests' tiny models of every type.
+// ds41/io/gguf_quantize.hpp — f32 values → ggml blocks of every type ds41 reads (Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, MXFP4, the K-quants, TQ1_0, TQ2_0 here; the IQ types in gguf_quantize_iq.hpp),
+// for the writer (ds41-gguf-write --type) and the tests' tiny models of every type.
 //
 // Simple and deterministic, not ggml's quantizers (no error search, no importance weights): per
 // sub-block min/max (or signed max) scales rounded to nearest, codes rounded to nearest and
-// clamped; IQ2_XXS takes for each 8 values the nearest of the 256 grid points by brute force and
-// makes the sign count even by flipping the smallest value. Any valid block serves the tests,
-// whose oracle is the dequantized values (core/ggml_quants.hpp) of whatever bytes are written;
-// the quality is far below llama-quantize's. Layouts: ggml-common.h, as ggml_quants.hpp reads them.
+// clamped. Any valid block serves the tests, whose oracle is the dequantized values
+// (core/ggml_quants.hpp) of whatever bytes are written; the quality is far below llama-quantize's.
+// Layouts: ggml-common.h, as ggml_quants.hpp reads them.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+#include "gguf_quantize_common.hpp"
+#include "gguf_quantize_iq.hpp"
 #include "gguf_types.hpp"
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf {
 
 namespace quant_detail {
-/// An f16 scale for a positive value: nearest, saturated to the largest finite half.
-inline uint16_t f16_scale(float v) {
-  uint16_t h = f32_to_f16(v);
-  return (h & 0x7C00u) == 0x7C00u ? static_cast<uint16_t>(0x7BFFu) : h;
-}
-inline void put_f16(uint8_t* p, uint16_t h) {
-  p[0] = static_cast<uint8_t>(h & 0xFF);
-  p[1] = static_cast<uint8_t>(h >> 8);
-}
-inline int clamp_round(float v, int lo, int hi) {
-  if (!(v == v)) return 0;
-  return static_cast<int>(std::max<float>(lo, std::min<float>(hi, std::nearbyint(v))));
-}
-/// The element of largest magnitude (signed; the first of equals), 0 for none.
-inline float signed_amax(const float* x, int n) {
-  float m = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
-  return m;
-}
-
 /// Sub-blocks with a scale and a min (Q2_K, Q4_K, Q5_K): x ≈ (d·sc)·q − dmin·mn, q in [0, qmax],
 /// sc and mn in [0, smax]. Fills sc, mn, q; returns d and dmin as f16 bits.
 inline void scale_min_blocks(const float* x, int subs, int sub_len, int qmax, int smax, int* sc, int* mn, int* q,
@@ -193,56 +174,92 @@ inline void quantize_block_q6_K(const float* x, uint8_t* b) {
   quant_detail::put_f16(b + 208, dh);
 }
 
-inline void quantize_block_iq2_xxs(const float* x, uint8_t* b) {
-  float gmax[8], top = 0;
-  for (int g = 0; g < 8; ++g) {
-    gmax[g] = 0;
-    for (int j = 0; j < 32; ++j) gmax[g] = std::max(gmax[g], std::fabs(x[32 * g + j]));
-    top = std::max(top, gmax[g] / 43.0f);  // the group's largest value on the grid's largest magnitude
-  }
-  const uint16_t dh = quant_detail::f16_scale(top / (15.5f * 0.25f));
+/// Q8_0: d = amax / 127, codes rounded to nearest.
+inline void quantize_block_q8_0(const float* x, uint8_t* b) {
+  using namespace quant_detail;
+  float m = 0;
+  for (int j = 0; j < 32; ++j) m = std::max(m, std::fabs(x[j]));
+  const uint16_t dh = f16_scale(m / 127.0f);
   const float d = f16_to_f32(dh);
-  std::memset(b, 0, 66);
-  quant_detail::put_f16(b, dh);
-  for (int g = 0; g < 8; ++g) {
-    const int s = d > 0 ? quant_detail::clamp_round(gmax[g] / 43.0f / (d * 0.25f) - 0.5f, 0, 15) : 0;
-    const float db = d * (0.5f + static_cast<float>(s)) * 0.25f;  // as dequantize_block_iq2_xxs
-    uint32_t aux = static_cast<uint32_t>(s) << 28;
-    for (int l = 0; l < 4; ++l) {
-      const float* y = x + 32 * g + 8 * l;
-      int best = 0;
-      if (db > 0) {
-        float best_err = INFINITY;
-        for (int i = 0; i < 256; ++i) {
-          float err = 0;
-          for (int j = 0; j < 8; ++j) {
-            const float e = std::fabs(y[j]) - db * static_cast<float>((kIq2xxsGrid[i] >> (8 * j)) & 0xFF);
-            err += e * e;
-          }
-          if (err < best_err) best_err = err, best = i;
-        }
-      }
-      unsigned signs = 0;
-      int smallest = 0;
-      for (int j = 0; j < 8; ++j) {
-        if (y[j] < 0) signs |= 1u << j;
-        if (std::fabs(y[j]) < std::fabs(y[smallest])) smallest = j;
-      }
-      if (__builtin_popcount(signs) & 1) signs ^= 1u << smallest;  // ggml's signs have an even count
-      b[2 + 8 * g + l] = static_cast<uint8_t>(best);
-      aux |= (signs & 127u) << (7 * l);  // kIq2xsSigns[i] = i | parity(i) << 7
-    }
-    for (int k = 0; k < 4; ++k) b[2 + 8 * g + 4 + k] = static_cast<uint8_t>(aux >> (8 * k));
+  put_f16(b, dh);
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(d > 0 ? clamp_round(x[j] / d, -127, 127) : 0));
+}
+
+// The 32-value legacy types: a signed d with the largest magnitude on the most negative code
+// (Q4_0, Q5_0), or d and m from the block's range (Q4_1, Q5_1); codes rounded to nearest.
+/// Q4_0 / Q5_0 (bits 4 or 5): x ≈ (q − 2^(bits−1))·d.
+inline void quantize_block_q45_0(const float* x, uint8_t* b, int bits) {
+  using namespace quant_detail;
+  const int half = 1 << (bits - 1);
+  const uint16_t dh = f16_signed_scale(signed_amax(x, 32) / static_cast<float>(-half));
+  const float d = f16_to_f32(dh);
+  const int qs = bits == 5 ? 6 : 2;  // Q5_0: d, qh[4], qs[16]
+  std::memset(b, 0, static_cast<size_t>(qs + 16));
+  put_f16(b, dh);
+  for (int j = 0; j < 32; ++j) {
+    const int q = d != 0 ? clamp_round(x[j] / d + static_cast<float>(half), 0, 2 * half - 1) : half;
+    b[qs + j % 16] |= static_cast<uint8_t>((q & 0xF) << (4 * (j / 16)));
+    if (bits == 5) b[2 + j / 8] |= static_cast<uint8_t>((q >> 4) << (j % 8));  // bit j of the u32 qh
+  }
+}
+/// Q4_1 / Q5_1: x ≈ q·d + m, m the block's smallest value.
+inline void quantize_block_q45_1(const float* x, uint8_t* b, int bits) {
+  using namespace quant_detail;
+  const int qmax = (1 << bits) - 1;
+  float lo, hi;
+  min_max(x, 32, &lo, &hi);
+  const uint16_t dh = f16_scale((hi - lo) / static_cast<float>(qmax)), mh = f16_signed_scale(lo);
+  const float d = f16_to_f32(dh), m = f16_to_f32(mh);
+  const int qs = bits == 5 ? 8 : 4;  // Q5_1: d, m, qh[4], qs[16]
+  std::memset(b, 0, static_cast<size_t>(qs + 16));
+  put_f16(b, dh), put_f16(b + 2, mh);
+  for (int j = 0; j < 32; ++j) {
+    const int q = d > 0 ? clamp_round((x[j] - m) / d, 0, qmax) : 0;
+    b[qs + j % 16] |= static_cast<uint8_t>((q & 0xF) << (4 * (j / 16)));
+    if (bits == 5) b[4 + j / 8] |= static_cast<uint8_t>((q >> 4) << (j % 8));
   }
 }
 
-/// Whether quantize_blocks writes the type.
-inline bool quantizable_block_type(TensorType t) {
-  switch (t) {
-    case TensorType::kMXFP4: case TensorType::kQ2_K: case TensorType::kQ3_K: case TensorType::kQ4_K:
-    case TensorType::kQ5_K: case TensorType::kQ6_K: case TensorType::kIQ2_XXS: return true;
-    default: return false;
+// The ternary types: d the largest magnitude, each value −d, 0 or d (code 0, 1, 2).
+inline int ternary_code(float v, float d) { return d > 0 ? quant_detail::clamp_round(v / d, -1, 1) + 1 : 1; }
+inline void quantize_block_tq2_0(const float* x, uint8_t* b) {
+  const uint16_t dh = quant_detail::f16_scale(std::fabs(quant_detail::signed_amax(x, 256)));
+  const float d = f16_to_f32(dh);
+  std::memset(b, 0, 64);
+  for (int e = 0; e < 256; ++e) b[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(ternary_code(x[e], d) << (2 * ((e / 32) % 4)));
+  quant_detail::put_f16(b + 64, dh);
+}
+/// TQ1_0 packs five codes c0..c4 (c0 first in element order, as dequantize_block_tq1_0 reads
+/// them) in a byte as ⌈(Σ c_n·3^(4−n))·256 / 243⌉, so that digit n is ((byte·3^n mod 256)·3) >> 8;
+/// qh's bytes hold four codes and a zero fifth.
+inline void quantize_block_tq1_0(const float* x, uint8_t* b) {
+  const float m = std::fabs(quant_detail::signed_amax(x, 256));
+  const uint16_t dh = quant_detail::f16_scale(m);
+  const float d = f16_to_f32(dh);
+  const auto pack = [](const int* c, int n) {
+    int v = 0;
+    for (int k = 0; k < 5; ++k) v = 3 * v + (k < n ? c[k] : 0);
+    return static_cast<uint8_t>((v * 256 + 242) / 243);
+  };
+  int c[5];
+  for (int m0 = 0; m0 < 32; ++m0) {  // qs[0..31]: elements m0 + 32n
+    for (int n = 0; n < 5; ++n) c[n] = ternary_code(x[m0 + 32 * n], d);
+    b[m0] = pack(c, 5);
   }
+  for (int m0 = 0; m0 < 16; ++m0) {  // qs[32..47]: elements 160 + m0 + 16n
+    for (int n = 0; n < 5; ++n) c[n] = ternary_code(x[160 + m0 + 16 * n], d);
+    b[32 + m0] = pack(c, 5);
+  }
+  for (int m0 = 0; m0 < 4; ++m0) {  // qh[0..3]: elements 240 + m0 + 4n
+    for (int n = 0; n < 4; ++n) c[n] = ternary_code(x[240 + m0 + 4 * n], d);
+    b[48 + m0] = pack(c, 4);
+  }
+  quant_detail::put_f16(b + 52, dh);
+}
+
+/// Whether quantize_blocks writes the type: every block type ggml_quants.hpp reads but I8.
+inline bool quantizable_block_type(TensorType t) {
+  return t != TensorType::kI8 && ggml_info(t) != nullptr && ggml_block_dequantizable(static_cast<GgmlType>(t));
 }
 
 /// `v` (a whole number of blocks, row after row) as blocks of `type`.
@@ -256,14 +273,29 @@ inline std::vector<uint8_t> quantize_blocks(const std::vector<float>& v, TensorT
     const float* x = v.data() + i * be;
     uint8_t* b = out.data() + i * bb;
     switch (type) {
+      case TensorType::kQ4_0: quantize_block_q45_0(x, b, 4); break;
+      case TensorType::kQ4_1: quantize_block_q45_1(x, b, 4); break;
+      case TensorType::kQ5_0: quantize_block_q45_0(x, b, 5); break;
+      case TensorType::kQ5_1: quantize_block_q45_1(x, b, 5); break;
+      case TensorType::kQ8_0: quantize_block_q8_0(x, b); break;
       case TensorType::kMXFP4: quantize_block_mxfp4(x, b); break;
       case TensorType::kQ2_K: quantize_block_q2_K(x, b); break;
       case TensorType::kQ3_K: quantize_block_q3_K(x, b); break;
       case TensorType::kQ4_K: quantize_block_q4_K(x, b); break;
       case TensorType::kQ5_K: quantize_block_q5_K(x, b); break;
       case TensorType::kQ6_K: quantize_block_q6_K(x, b); break;
+      case TensorType::kTQ1_0: quantize_block_tq1_0(x, b); break;
+      case TensorType::kTQ2_0: quantize_block_tq2_0(x, b); break;
       case TensorType::kIQ2_XXS: quantize_block_iq2_xxs(x, b); break;
-      default: break;
+      case TensorType::kIQ2_XS: quantize_block_iq2_xs(x, b); break;
+      case TensorType::kIQ2_S: quantize_block_iq2_s(x, b); break;
+      case TensorType::kIQ3_XXS: quantize_block_iq3_xxs(x, b); break;
+      case TensorType::kIQ3_S: quantize_block_iq3_s(x, b); break;
+      case TensorType::kIQ1_S: quantize_block_iq1_s(x, b); break;
+      case TensorType::kIQ1_M: quantize_block_iq1_m(x, b); break;
+      case TensorType::kIQ4_NL: quantize_block_iq4_nl(x, b); break;
+      case TensorType::kIQ4_XS: quantize_block_iq4_xs(x, b); break;
+      default: fail("gguf: no quantizer for ", tensor_type_name(type));
     }
   }
   return out;

@@ -55,7 +55,7 @@ class GgufExpertSource : public ExpertSource {
                                        std::to_string(layer));
     return out;
   }
-  /// Kept block types (Q8_0, Q2_K..Q6_K, IQ2_XXS, F16): the staged bytes themselves, which the host
+  /// Kept block types (ggml_linear_type: F16 and the block types but MXFP4): the staged bytes themselves, which the host
   /// packs straight into the arena slot (no HostTensor copy). A block with a non-finite scale is
   /// refused here, as decode() refuses it. Other types: false (decode()).
   bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,

@@ -56,15 +56,29 @@ inline size_t value_type_size(ValueType t) {
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
+  kQ4_0 = 2,    // the block types (core/ggml_quants.hpp, ggml_quants_iq.hpp); matrices kept as stored
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,    // blocks of 32: f16 scale d, 32 int8; value = d * q
-  kQ2_K = 10,   // the K-quants and IQ2_XXS: 256 per block (ggml_quants.hpp); matrices kept as stored
+  kQ2_K = 10,   // the K-quants: 256 per block
   kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,
   kQ6_K = 14,
-  kIQ2_XXS = 16,
+  kIQ2_XXS = 16,  // the IQ types: grids of lattice points (core/ggml_grids.hpp)
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
   kI8 = 24,     // int8; as an engram table [rows, K + K/32], the bytes of DS41_FP8_ROW rows (row264)
+  kIQ1_M = 29,
   kBF16 = 30,
+  kTQ1_0 = 34,  // ternary
+  kTQ2_0 = 35,
   kMXFP4 = 39,  // blocks of 32: e8m0 exponent, 16 bytes; element j low nibble of qs[j], j+16 high
   kDs41Fp8Row = 1000,      // per row: K e4m3 codes, then K/32 e8m0 scales (engram tables)
   kDs41Fp8Block32 = 1001,  // [N,K] e4m3 codes, then ceil(N/32)·ceil(K/32) float32 block scales
@@ -106,15 +120,25 @@ inline bool tensor_type_from_name(const std::string& name, TensorType* out) {
   return false;
 }
 
-/// Whether ds41 loads tensors of the type: kept (F32, BF16, MXFP4, its fp8 types; matrices of F16,
-/// Q8_0, the K-quants and IQ2_XXS, as WeightFormat::kGgmlBlocks), or widened to f32 (I8, and the
-/// vectors of the block types and F16).
+/// Whether ds41 loads tensors of the type: kept (F32, BF16, MXFP4, its fp8 types; matrices of F16
+/// and of every other block type ggml_quants.hpp dequantizes, as WeightFormat::kGgmlBlocks), or
+/// widened to f32 (I8, and the vectors of the block types and F16).
 inline bool readable_tensor_type(TensorType t) {
   switch (t) {
     case TensorType::kF32: case TensorType::kF16: case TensorType::kBF16: case TensorType::kMXFP4:
     case TensorType::kDs41Fp8Row: case TensorType::kDs41Fp8Block32: return true;
     default: return ggml_info(t) && ggml_block_dequantizable(static_cast<GgmlType>(t));
   }
+}
+
+/// The names of the types `keep` accepts among ggml's table, in id order, joined by ", " (for
+/// messages that list what ds41 reads).
+template <class Keep>
+inline std::string tensor_type_names(Keep&& keep) {
+  std::string out;
+  for (const GgmlTypeInfo& info : kGgmlTypes)
+    if (keep(static_cast<TensorType>(info.type))) out += (out.empty() ? "" : ", ") + tensor_type_name(static_cast<TensorType>(info.type));
+  return out;
 }
 
 /// Bytes of a tensor of type t with dims (innermost first); throws on shapes the type cannot hold.

@@ -127,7 +127,7 @@ struct WriteOptions {
   /// llama.cpp's parser and gguf-dump open the file); false: ds41's own DS41_FP8_ROW id, the same
   /// bytes, which no other reader knows.
   bool engram_i8 = true;
-  /// Engram tables as blocks of this type (Q8_0, a K-quant, IQ2_XXS: rows of ggml's values; MXFP4)
+  /// Engram tables as blocks of this type (a block type: rows of ggml's values; MXFP4)
   /// quantized from their values (code · scale, or a values table's own), as vcruz305's rungs write
   /// them; before engram_i8. A table whose rows are not whole blocks keeps its fp8 rows (listed in
   /// `kept`); a values table (no scales) cannot, and is refused. Without it a values table is refused.
@@ -146,6 +146,12 @@ struct WriteResult {
   std::vector<std::string> kept;   // "NAME: why", tensors a type was asked for but that keep their encoding
 };
 
+/// The types the writer converts a tensor to (--type, --dense-type): every block type ds41 reads
+/// but I8 (gguf_quantize.hpp), and F32, F16, BF16.
+inline bool writable_tensor_type(TensorType t) {
+  return quantizable_block_type(t) || t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
+}
+
 /// A tensor's GGUF bytes for write_model / write_draft: in `want` when asked and possible, else
 /// in its own encoding (a tensor whose rows are not whole blocks of `want` is noted in `kept`).
 inline std::pair<TensorType, std::vector<uint8_t>> encode_for_write(const HostTensor& t, const std::optional<TensorType>& want,
@@ -153,9 +159,7 @@ inline std::pair<TensorType, std::vector<uint8_t>> encode_for_write(const HostTe
   const std::string what = "gguf writer: tensor '" + ref + "'";
   if (!want) return encode_tensor(t, what);
   const GgmlTypeInfo* info = ggml_info(*want);
-  DS41_CHECK(info && (quantizable_block_type(*want) || *want == TensorType::kQ8_0 || *want == TensorType::kF32 ||
-                      *want == TensorType::kF16 || *want == TensorType::kBF16),
-             "gguf writer: cannot write type ", tensor_type_name(*want));
+  DS41_CHECK(writable_tensor_type(*want), "gguf writer: cannot write type ", tensor_type_name(*want));
   auto own = encode_tensor(t, what);
   if (own.first == *want) return own;
   if (t.shape.size() != 2 || t.shape[1] % info->block_elems != 0) {
@@ -174,7 +178,7 @@ inline bool write_engram_blocks(GgufWriter& out, const std::string& name, const 
                                 const std::optional<HostTensor>& sc, TensorType type, const std::string& what,
                                 std::vector<std::string>& kept) {
   DS41_CHECK(engram_value_type(type) || type == TensorType::kMXFP4, what, ": cannot write engram tables as ",
-             tensor_type_name(type), " (Q8_0, Q2_K..Q6_K, IQ2_XXS, MXFP4, F16, BF16 or F32)");
+             tensor_type_name(type), " (", tensor_type_names([](TensorType t) { return engram_value_type(t) || t == TensorType::kMXFP4; }), ")");
   DS41_CHECK(codes.shape.size() == 2, what, ": not a matrix");
   const long rows = codes.shape[0], K = codes.shape[1], be = ggml_info(type)->block_elems;
   if (K % be != 0) {

@@ -1,5 +1,5 @@
 // ds41/backend/host/gemv_ggml.hpp — the host Linear over a GGUF file's blocks kept as stored
-// (WeightFormat::kGgmlBlocks: Q8_0, the K-quants, IQ2_XXS, F16), bit-identical to MatrixView::dot,
+// (WeightFormat::kGgmlBlocks: F16 and every block type but MXFP4), bit-identical to MatrixView::dot,
 // which is dot_f32 over the blocks' values (core/ggml_quants.hpp). Issue 39's oracle is "widen to
 // f32, then the f32 Linear": the same products x[k]·v[k], added in K order into one float per
 // output, so this kernel decodes the values and runs gemv.hpp's f32 arithmetic on them.
@@ -8,14 +8,15 @@
 // side by side run eight chains with one vector add. A tile is kGroups vectors of 8 rows (32 rows:
 // four independent chains for the decode GEMV).
 //
-// Two layouts. The host's upload repacks Q8_0, Q2_K..Q6_K and F16 into 8-row panels of the same
-// bytes (core/ggml_panels.hpp), where a column of 8 rows decodes straight into a vector (a
-// broadcast, a variable shift and a mask per code field): the decode GEMV decodes the tile's four
-// panels side by side into its four chains; T > 1 decodes each 256-column segment once into a
-// column buffer and applies it to up to kRowChunk input rows. IQ2_XXS (and any view left row-major)
-// is decoded row by row (vector decoders below, else core/ggml_quants.hpp's scalar ones) and
-// transposed to columns, 8 rows at a time; rows past the last whole 8-row vector go through
-// MatrixView::dot.
+// Two layouts. The host's upload repacks the types with per-element code fields (Q4_0..Q8_0, the
+// K-quants, IQ4_NL, IQ4_XS, TQ2_0, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
+// where a column of 8 rows decodes straight into a vector (a broadcast, a variable shift and a
+// mask per code field): the decode GEMV decodes the tile's four panels side by side into its four
+// chains; T > 1 decodes each 256-column segment once into a column buffer and applies it to up to
+// kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any view left row-major are
+// decoded row by row (ggml_row_decoders.hpp's vector decoders for the IQ grid types, else
+// core/ggml_quants.hpp's scalar ones) and transposed to columns, 8 rows at a time; rows past the
+// last whole 8-row vector go through MatrixView::dot.
 //
 // Compiled for AVX2 (panels: AVX2 and F16C) when the translation unit has it; otherwise (and in
 // nvcc's device pass, which never sees this) every row goes through MatrixView::dot. With
@@ -31,6 +32,7 @@
 #include "../../core/linear_math.hpp"
 #include "../../core/simd_avx2.hpp"
 #include "bf16_range512.hpp"  // DS41_HOST_AVX512
+#include "ggml_row_decoders.hpp"
 #include "linear_call.hpp"
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -114,28 +116,10 @@ constexpr int kSegment = 256;   // columns decoded at a time
 constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
 
 // ---------------------------------------------------------------- row decoders
-// The row-major path serves IQ2_XXS (which has no panels) and views left row-major; the panel
-// types decode column by column from their panels (below), so only IQ2_XXS has a vector row
-// decoder here and the rest take core/ggml_quants.hpp's scalar definition.
-
-/// IQ2_XXS: per 8 elements, a grid point's magnitudes times the group scale db, the signs flipped
-/// (db·mag, then ·±1: the negation is exact, so flipping the sign bit is the same).
-inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
-  const float d = ggml_detail::load_f16(blk);
-  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-  for (int g = 0; g < 8; ++g) {
-    const uint8_t* group = blk + 2 + 8 * g;
-    const uint32_t aux = ggml_detail::load_u32(group + 4);
-    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
-    for (int l = 0; l < 4; ++l) {
-      const __m256i mag = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(iq2xxs_grid(group[l]))));
-      const int signs = iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u));
-      const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(signs), lane_bit), lane_bit);
-      const __m256 v = _mm256_mul_ps(db, _mm256_cvtepi32_ps(mag));
-      _mm256_storeu_ps(out + 32 * g + 8 * l, _mm256_xor_ps(v, _mm256_and_ps(_mm256_castsi256_ps(neg), _mm256_set1_ps(-0.0f))));
-    }
-  }
-}
+// The row-major path serves the types without panels (the IQ types, TQ1_0) and views left
+// row-major; the panel types decode column by column from their panels (below). The IQ types with
+// grids have vector row decoders (ggml_row_decoders.hpp); the rest take core/ggml_quants.hpp's
+// scalar definition.
 
 /// acc[t][g] += x[t][j] · cols[j][g] for j < n, in j order, for tc input rows (row t at x + t ·
 /// x_stride) and G 8-row groups: the f32 Linear's mul and add per lane, each rounded on its own.
@@ -201,8 +185,9 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
 
 /// Values of columns [0, n) of one row's segment (n: a whole number of blocks, or F16's tail).
 inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
-  if (t == GgmlType::kIQ2_XXS) {
-    for (int b = 0; b < n / 256; ++b) decode_iq2_xxs(src + 66L * b, out + 256L * b);
+  if (const RowDecoder decode = row_decoder(t)) {
+    const int be = ggml_block_elems(t), bb = ggml_block_bytes(t);
+    for (int b = 0; b < n / be; ++b) decode(src + static_cast<long>(bb) * b, out + static_cast<long>(be) * b);
     return;
   }
   dequantize_ggml_linear_blocks(t, src, t == GgmlType::kF16 ? n : n / ggml_block_elems(t), out);
@@ -256,6 +241,45 @@ inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
 }
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
 inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
+
+/// IQ4's value of each lane's 4-bit code as a float (ggml's kvalues_iq4nl): the table's two
+/// halves permuted by the low 3 bits, the half chosen by bit 3.
+inline __m256 iq4_values(__m256i code) {
+  const __m256 lo = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
+  const __m256 hi = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code), _mm256_permutevar8x32_ps(hi, code),
+                          _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+}
+/// The 32-value legacy types and IQ4_NL: columns [0, n) (n a multiple of 32) of G panels, as
+/// decode_panels. kFive: Q5's fifth bits; kMin: the types with m (value q·d + m, else (q − off)·d);
+/// kNl: IQ4_NL (d·value[q]). Each operation as the scalar definition's, in its order.
+template <int G, bool kFive, bool kMin, bool kNl, class Sink>
+DS41_ALWAYS_INLINE Sink decode_panels_q32(GgmlType t, const uint8_t* const* pb, int n, Sink sink) {
+  const int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0), qh = kFive ? ggml_panel_field_offset(t, 1) : 0;
+  const long pbb = ggml_panel_block_bytes(t);
+  const __m256i off = _mm256_set1_epi32(kFive ? 16 : 8);
+  __m256 v[G], vd[G], vm[G];
+  for (int b = 0; b < n / 32; ++b) {
+    const long at = b * pbb;
+    for (int g = 0; g < G; ++g) {
+      vd[g] = header_f16(pb[g] + at, hb, 0);
+      if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
+    }
+    for (int l = 0; l < 32; l += 4) {
+      unrolled<4>([&](auto J) {
+        for (int g = 0; g < G; ++g) {
+          __m256i c = field_codes<4, 0>(pb[g] + at + q, l + J);
+          if constexpr (kFive) c = _mm256_or_si256(c, _mm256_slli_epi32(field_codes<1, J>(pb[g] + at + qh, l), 4));
+          if constexpr (kNl) v[g] = _mm256_mul_ps(vd[g], iq4_values(c));
+          else if constexpr (kMin) v[g] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(c), vd[g]), vm[g]);
+          else v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c, off)), vd[g]);
+        }
+        sink(32 * b + l + J, v);
+      });
+    }
+  }
+  return sink;
+}
 
 /// Columns [0, n) of G panels' blocks (pb[g]: panel g's first block; n whole blocks, F16 any n):
 /// sink(e, v) with v[g] column e of panel g; returns the sink. The G panels advance side by side so
@@ -412,6 +436,44 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
           });
         }
       }
+      return sink;
+    }
+    case GgmlType::kQ4_0: return decode_panels_q32<G, false, false, false>(t, pb, n, sink);
+    case GgmlType::kQ4_1: return decode_panels_q32<G, false, true, false>(t, pb, n, sink);
+    case GgmlType::kQ5_0: return decode_panels_q32<G, true, false, false>(t, pb, n, sink);
+    case GgmlType::kQ5_1: return decode_panels_q32<G, true, true, false>(t, pb, n, sink);
+    case GgmlType::kIQ4_NL: return decode_panels_q32<G, false, false, true>(t, pb, n, sink);
+    case GgmlType::kIQ4_XS: {  // group j's scale: scales_l's nibble j (bytes 4..7) and bits 2j of scales_h (bytes 2..3)
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 0);
+      const int q = ggml_panel_field_offset(t, 0);
+      __m256i words[G][2];  // bytes 0..3 (d, scales_h) and 4..7 (scales_l): two gathers a block
+      for (int g = 0; g < G; ++g)
+        for (int w = 0; w < 2; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
+      const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
+      for (int j = 0; j < 8; ++j) {
+        for (int g = 0; g < G; ++g) {
+          const __m256i low = _mm256_and_si256(_mm256_srli_epi32(words[g][1], 4 * j), m4);  // byte j/2, nibble j%2
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi32(words[g][0], 16 + 2 * j), m3);
+          vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
+        }
+        for (int l = 0; l < 32; ++l) {
+          const int e = 32 * j + l;
+          for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(pb[g] + q, e)));
+          sink(e, v);
+        }
+      }
+      return sink;
+    }
+    case GgmlType::kTQ2_0: {  // (code − 1)·d
+      for (int g = 0; g < G; ++g) d[g] = f16(g, 64);
+      const int q = ggml_panel_field_offset(t, 0);
+      const __m256i one = _mm256_set1_epi32(1);
+      for (int e0 = 0; e0 < n; e0 += 4)
+        unrolled<4>([&](auto J) {
+          for (int g = 0; g < G; ++g)
+            v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), one)), d[g]);
+          sink(e0 + J, v);
+        });
       return sink;
     }
     default: return sink;  // not a panel type

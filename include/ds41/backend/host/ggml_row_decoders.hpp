@@ -1,0 +1,153 @@
+// ds41/backend/host/ggml_row_decoders.hpp — AVX2 decoders of one row's GGUF blocks for the types
+// the host keeps row-major (no 8-row panels): the IQ types with grids (IQ1_S, IQ1_M, IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S). gemv_ggml.hpp's row-major path decodes 8 rows with them and
+// transposes the floats to columns.
+//
+// Each gives exactly core/ggml_quants_iq.hpp's values (tests/test_ggml_quants.cpp runs them on every
+// vector block): 8 elements at a time, a grid point's bytes widened to 8 lanes, times the group
+// scale (one rounding, as the scalar code's product), then the signs flipped (the scalar code's
+// ·(±1) is exact, so flipping the sign bit is the same; a +0 becomes −0 as 0·(−1) does). IQ1's
+// values are dl·(grid + shift): the sum is exact, then one product, as the scalar code.
+#pragma once
+#include <cstdint>
+#include "../../core/ggml_quants.hpp"
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#endif
+
+#include "../../core/fp_exact_begin.hpp"
+namespace ds41::host_ggml {
+
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#define DS41_HOST_GGML_ROW_DECODERS 1
+namespace row_detail {
+using ggml_detail::load_f16;
+using ggml_detail::load_u16;
+using ggml_detail::load_u32;
+
+/// out[0..8) = (db · magnitude j) with sign bit j of `signs` applied; magnitude j is byte j of mags.
+inline void put8(float* out, __m256 db, uint64_t mags, uint32_t signs) {
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i mag = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mags)));
+  const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(signs)), lane_bit), lane_bit);
+  const __m256 v = _mm256_mul_ps(db, _mm256_cvtepi32_ps(mag));
+  _mm256_storeu_ps(out, _mm256_xor_ps(v, _mm256_and_ps(_mm256_castsi256_ps(neg), _mm256_set1_ps(-0.0f))));
+}
+/// out[0..8) = dl · (int8 j of point + delta) (IQ1).
+inline void put8_iq1(float* out, __m256 dl, uint64_t point, float delta) {
+  const __m256i v = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(point)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(dl, _mm256_add_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(delta))));
+}
+/// The two IQ2 half-group scales of a scales byte: (d·(0.5 + s))·0.25 for its low and high nibble.
+inline void iq2_scales(float d, uint8_t sc, __m256 db[2]) {
+  db[0] = _mm256_set1_ps(d * (0.5f + ggml_detail::to_float(sc & 0xF)) * 0.25f);
+  db[1] = _mm256_set1_ps(d * (0.5f + ggml_detail::to_float(sc >> 4)) * 0.25f);
+}
+}  // namespace row_detail
+
+inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* group = blk + 2 + 8 * g;
+    const uint32_t aux = load_u32(group + 4);
+    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
+    for (int l = 0; l < 4; ++l) put8(out + 32 * g + 8 * l, db, iq2xxs_grid(group[l]), iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
+  }
+}
+inline void decode_iq2_xs(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    __m256 db[2];
+    iq2_scales(d, blk[66 + g], db);
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t q = load_u16(blk + 2 + 2 * (4 * g + l));
+      put8(out + 32 * g + 8 * l, db[l / 2], iq2xs_grid(static_cast<int>(q & 511u)), iq2xs_signs(static_cast<int>(q >> 9)));
+    }
+  }
+}
+inline void decode_iq2_s(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    __m256 db[2];
+    iq2_scales(d, blk[74 + g], db);
+    for (int l = 0; l < 4; ++l) {
+      const int index = blk[2 + 4 * g + l] | ((blk[66 + g] << (8 - 2 * l)) & 0x300);
+      put8(out + 32 * g + 8 * l, db[l / 2], iq2s_grid(index), blk[34 + 4 * g + l]);
+    }
+  }
+}
+inline void decode_iq3_xxs(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    const uint8_t* qs = blk + 2 + 8 * g;
+    const uint32_t aux = load_u32(blk + 66 + 4 * g);
+    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f);
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t mags = iq3xxs_grid(qs[2 * l]) | static_cast<uint64_t>(iq3xxs_grid(qs[2 * l + 1])) << 32;
+      put8(out + 32 * g + 8 * l, db, mags, iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
+    }
+  }
+}
+inline void decode_iq3_s(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    const __m256 db = _mm256_set1_ps(d * ggml_detail::to_float(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0xF)));
+    const uint8_t qh = blk[66 + g];
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t* qs = blk + 2 + 8 * g + 2 * l;
+      const uint64_t mags = iq3s_grid(qs[0] | ((qh << (8 - 2 * l)) & 256)) |
+                            static_cast<uint64_t>(iq3s_grid(qs[1] | ((qh << (7 - 2 * l)) & 256))) << 32;
+      put8(out + 32 * g + 8 * l, db, mags, blk[74 + 4 * g + l]);
+    }
+  }
+}
+inline void decode_iq1_s(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = load_f16(blk);
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t qh = load_u16(blk + 34 + 2 * g);
+    const __m256 dl = _mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((qh >> 12) & 7) + 1)));
+    const float delta = (qh & 0x8000u) ? -kIq1Delta : kIq1Delta;
+    for (int l = 0; l < 4; ++l)
+      put8_iq1(out + 32 * g + 8 * l, dl, iq1s_grid(static_cast<int>(blk[2 + 4 * g + l] | (((qh >> (3 * l)) & 7u) << 8))), delta);
+  }
+}
+inline void decode_iq1_m(const uint8_t* blk, float* out) {
+  using namespace row_detail;
+  const float d = f16_to_f32(iq1_m_d_bits(blk));
+  for (int g = 0; g < 8; ++g) {
+    const uint32_t sc = load_u16(blk + 48 + 2 * (g / 2));
+    const __m256 dl[2] = {_mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((sc >> (6 * (g % 2))) & 7) + 1))),
+                          _mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((sc >> (6 * (g % 2) + 3)) & 7) + 1)))};
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t qh = blk[32 + 2 * g + l / 2] >> (4 * (l % 2));
+      // ±1/8 by its sign bit, without a branch (the bit is random in real blocks)
+      const float delta = bits_f32(f32_bits(kIq1Delta) | (qh & 8u) << 28);
+      put8_iq1(out + 32 * g + 8 * l, dl[l / 2], iq1s_grid(static_cast<int>(blk[4 * g + l] | ((qh & 7u) << 8))), delta);
+    }
+  }
+}
+
+/// The row decoder of a type, nullptr where the type has none here (its scalar definition serves).
+using RowDecoder = void (*)(const uint8_t* block, float* out);
+inline RowDecoder row_decoder(GgmlType t) {
+  switch (t) {
+    case GgmlType::kIQ2_XXS: return decode_iq2_xxs;
+    case GgmlType::kIQ2_XS: return decode_iq2_xs;
+    case GgmlType::kIQ2_S: return decode_iq2_s;
+    case GgmlType::kIQ3_XXS: return decode_iq3_xxs;
+    case GgmlType::kIQ3_S: return decode_iq3_s;
+    case GgmlType::kIQ1_S: return decode_iq1_s;
+    case GgmlType::kIQ1_M: return decode_iq1_m;
+    default: return nullptr;
+  }
+}
+#endif
+
+}  // namespace ds41::host_ggml
+#include "../../core/fp_exact_end.hpp"
