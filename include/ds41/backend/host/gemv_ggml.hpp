@@ -173,6 +173,20 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
       _mm256_store_ps(acc[t + 1][0], b0), _mm256_store_ps(acc[t + 1][1], b1);
       _mm256_store_ps(acc[t + 1][2], b2), _mm256_store_ps(acc[t + 1][3], b3);
     }
+  for (; t < tc && G == kGroups; ++t) {  // one row: its four groups' chains side by side
+    const float* xr = x + t * x_stride;
+    __m256 a0 = _mm256_load_ps(acc[t][0]), a1 = _mm256_load_ps(acc[t][1]);
+    __m256 a2 = _mm256_load_ps(acc[t][2]), a3 = _mm256_load_ps(acc[t][3]);
+    for (int j = 0; j < n; ++j) {
+      const __m256 xv = _mm256_set1_ps(xr[j]);
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(xv, _mm256_load_ps(cols[j][0])));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(xv, _mm256_load_ps(cols[j][1])));
+      a2 = _mm256_add_ps(a2, _mm256_mul_ps(xv, _mm256_load_ps(cols[j][2])));
+      a3 = _mm256_add_ps(a3, _mm256_mul_ps(xv, _mm256_load_ps(cols[j][3])));
+    }
+    _mm256_store_ps(acc[t][0], a0), _mm256_store_ps(acc[t][1], a1);
+    _mm256_store_ps(acc[t][2], a2), _mm256_store_ps(acc[t][3], a3);
+  }
   for (; t < tc; ++t) {
     const float* xr = x + t * x_stride;
     for (int g = 0; g < G; ++g) {

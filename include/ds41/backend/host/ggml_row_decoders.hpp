@@ -1,7 +1,7 @@
 // ds41/backend/host/ggml_row_decoders.hpp — AVX2 decoders of one row's GGUF blocks for the types
 // the host keeps row-major (no 8-row panels): the IQ types with grids (IQ1_S, IQ1_M, IQ2_XXS,
-// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S). gemv_ggml.hpp's row-major path decodes 8 rows with them and
-// transposes the floats to columns.
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and TQ1_0. gemv_ggml.hpp's row-major path decodes 8 rows with
+// them and transposes the floats to columns.
 //
 // Each gives exactly core/ggml_quants_iq.hpp's values (tests/test_ggml_quants.cpp runs them on every
 // vector block): 8 elements at a time, a grid point's bytes widened to 8 lanes, times the group
@@ -133,6 +133,32 @@ inline void decode_iq1_m(const uint8_t* blk, float* out) {
   }
 }
 
+/// TQ1_0: base-3 digit n of each of 8 bytes, ((byte·3^n mod 256)·3) >> 8 as the scalar code,
+/// minus 1, times d (one product, exact).
+inline void decode_tq1_0(const uint8_t* blk, float* out) {
+  const __m256 d = _mm256_set1_ps(ggml_detail::load_f16(blk + 52));
+  // digit n of the 8 bytes in `bytes` (the low 8 of an xmm)
+  const auto put = [&](__m128i bytes, int n, float* o) {
+    constexpr int kPow3[5] = {1, 3, 9, 27, 81};
+    const __m256i b = _mm256_cvtepu8_epi32(bytes);
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi32(b, _mm256_set1_epi32(kPow3[n])), _mm256_set1_epi32(0xFF));
+    const __m256i digit = _mm256_srli_epi32(_mm256_mullo_epi32(q, _mm256_set1_epi32(3)), 8);
+    _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(digit, _mm256_set1_epi32(1))), d));
+  };
+  const auto eight = [](const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); };
+  float* o = out;
+  for (int n = 0; n < 5; ++n, o += 32)  // qs[0..31]: 32 elements a digit
+    for (int m = 0; m < 32; m += 8) put(eight(blk + m), n, o + m);
+  for (int n = 0; n < 5; ++n, o += 16)  // qs[32..47]: 16 a digit
+    for (int m = 0; m < 16; m += 8) put(eight(blk + 32 + m), n, o + m);
+  alignas(32) float tail[8];
+  const __m128i qh = _mm_cvtsi32_si128(static_cast<int>(ggml_detail::load_u32(blk + 48)));  // 4 bytes, no read past them
+  for (int n = 0; n < 4; ++n) {  // qh[0..3]: 4 a digit
+    put(qh, n, tail);
+    for (int m = 0; m < 4; ++m) o[4 * n + m] = tail[m];
+  }
+}
+
 /// The row decoder of a type, nullptr where the type has none here (its scalar definition serves).
 using RowDecoder = void (*)(const uint8_t* block, float* out);
 inline RowDecoder row_decoder(GgmlType t) {
@@ -144,6 +170,7 @@ inline RowDecoder row_decoder(GgmlType t) {
     case GgmlType::kIQ3_S: return decode_iq3_s;
     case GgmlType::kIQ1_S: return decode_iq1_s;
     case GgmlType::kIQ1_M: return decode_iq1_m;
+    case GgmlType::kTQ1_0: return decode_tq1_0;
     default: return nullptr;
   }
 }
