@@ -1,6 +1,6 @@
 // bench/bench_ggml_types.cpp — issue 39: ds41's Linear for each GGUF type a DeepSeek-V4.1 GGUF
 // holds (Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, F16, MXFP4) at five V4.1 shapes, and for the
-// other types ggml stores weights in (Q4_0 .. Q5_1, the other IQ types, TQ1_0, TQ2_0) at two, beside it,
+// other types ggml stores weights in (Q1_0 .. Q5_1, the other IQ types, TQ1_0, TQ2_0, NVFP4) at two, beside it,
 // in the same run and on the same bytes, ggml's own CPU mul_mat for that type and shape where
 // ggml is installed (find_package(ggml) at configure time: -DCMAKE_PREFIX_PATH=<ggml install>;
 // README, "Performance").
@@ -86,7 +86,8 @@ constexpr GgufType kGgufTypes[] = {
     {TensorType::kQ5_1, "kQ5_1", false},      {TensorType::kIQ4_NL, "kIQ4_NL", false}, {TensorType::kIQ4_XS, "kIQ4_XS", false},
     {TensorType::kIQ2_XS, "kIQ2_XS", false},  {TensorType::kIQ2_S, "kIQ2_S", false},  {TensorType::kIQ3_XXS, "kIQ3_XXS", false},
     {TensorType::kIQ3_S, "kIQ3_S", false},    {TensorType::kIQ1_S, "kIQ1_S", false},  {TensorType::kIQ1_M, "kIQ1_M", false},
-    {TensorType::kTQ1_0, "kTQ1_0", false},    {TensorType::kTQ2_0, "kTQ2_0", false},
+    {TensorType::kTQ1_0, "kTQ1_0", false},    {TensorType::kTQ2_0, "kTQ2_0", false},  {TensorType::kNVFP4, "kNVFP4", false},
+    {TensorType::kQ1_0, "kQ1_0", false},      {TensorType::kQ2_0, "kQ2_0", false},
 };
 // wq_a [1280, 5120], wq_b [64·512, 1280], wo_b [5120, 8·1024], a routed expert's w1 [2304, 5120]
 // and w2 [5120, 2304]; rows N, cols K
@@ -286,7 +287,8 @@ static_assert(static_cast<int>(TensorType::kQ8_0) == GGML_TYPE_Q8_0 && static_ca
               static_cast<int>(TensorType::kIQ2_S) == GGML_TYPE_IQ2_S && static_cast<int>(TensorType::kIQ3_XXS) == GGML_TYPE_IQ3_XXS &&
               static_cast<int>(TensorType::kIQ3_S) == GGML_TYPE_IQ3_S && static_cast<int>(TensorType::kIQ1_S) == GGML_TYPE_IQ1_S &&
               static_cast<int>(TensorType::kIQ1_M) == GGML_TYPE_IQ1_M && static_cast<int>(TensorType::kTQ1_0) == GGML_TYPE_TQ1_0 &&
-              static_cast<int>(TensorType::kTQ2_0) == GGML_TYPE_TQ2_0);
+              static_cast<int>(TensorType::kTQ2_0) == GGML_TYPE_TQ2_0 && static_cast<int>(TensorType::kNVFP4) == GGML_TYPE_NVFP4 &&
+              static_cast<int>(TensorType::kQ1_0) == GGML_TYPE_Q1_0 && static_cast<int>(TensorType::kQ2_0) == GGML_TYPE_Q2_0);
 
 /// The CPU backend and its threadpool, made once (and left to the process's end: ggml's own statics
 /// may be gone by the time ours are destroyed).

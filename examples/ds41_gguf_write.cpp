@@ -25,6 +25,7 @@
 // from the tokenizer_config.json beside it, when there is one); needs the text layer (PCRE2, utf8proc).
 // Shards are written under temporary names and renamed at the end: a failure leaves no file.
 // Exit 0 on success, 2 on bad input.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -40,11 +41,29 @@ static const std::string kTypes = ds41::gguf::tensor_type_names(ds41::gguf::writ
 static const std::string kEngramTypes = ds41::gguf::tensor_type_names(
     [](ds41::gguf::TensorType t) { return ds41::gguf::engram_value_type(t) || t == ds41::gguf::TensorType::kMXFP4; });
 
+/// A ", "-separated list on lines of at most 100 columns, the lines after the first indented to
+/// the help's second column.
+static std::string wrapped(const std::string& list) {
+  std::string out, line;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(", ", at) == std::string::npos ? list.size() : list.find(", ", at) + 2, list.size());
+    if (line.size() + (end - at) > 77) {  // the line ends in ", ": keep the comma
+      out += line.substr(0, line.size() - 1) + "\n" + std::string(23, ' ');
+      line.clear();
+    }
+    line += list.substr(at, end - at);
+    at = end;
+  }
+  return out + line;
+}
+
 static void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: ds41-gguf-write GOLDEN.json OUT_PREFIX [options]\n"
                "  --shards N           write N >= 2 shards (default 2)\n"
-               "  --type TYPE          routed experts in TYPE (either case): %s\n"
+               "  --type TYPE          routed experts in TYPE (either case):\n"
+               "                       %s\n"
                "  --dense-type TYPE    attention projections, shared experts, indexer.attn_q_b, engram_wkv and\n"
                "                       output in TYPE (the router, compressor, norms, hc, embedding stay as they are)\n"
                "                       (a tensor whose rows are not whole blocks of TYPE keeps its own encoding)\n"
@@ -52,7 +71,8 @@ static void print_usage(std::FILE* to) {
                "  --engram-ds41-row    engram tables as DS41_FP8_ROW (ds41's own type id 1000, the same bytes as\n"
                "                       row264; no other GGUF reader knows it)\n"
                "  --engram-type TYPE   engram tables as blocks of TYPE of their values (rows not whole blocks\n"
-               "                       keep their fp8 rows): %s\n"
+               "                       keep their fp8 rows):\n"
+               "                       %s\n"
                "  --dialect NAME       metadata keys and tensor names: llama.cpp (default), ds4 (antirez's) or\n"
                "                       mxxm (mxxm-t's); docs/GGUF.md \"Dialects\"\n"
                "  --omit-key KEY       leave the metadata key KEY out (repeatable), to write a file as another\n"
@@ -64,7 +84,7 @@ static void print_usage(std::FILE* to) {
                "  --draft-family NAME  the draft file's names and keys: dflash (llama.cpp's, default) or ds4\n"
                "                       (ds4's support GGUF); docs/GGUF.md \"DSpark draft files\"\n"
                "  -h, --help           this help\n",
-               kTypes.c_str(), kEngramTypes.c_str());
+               wrapped(kTypes).c_str(), wrapped(kEngramTypes).c_str());
 }
 static int usage(const std::string& msg) {
   std::fprintf(stderr, "ds41-gguf-write: %s\n", msg.c_str());

@@ -13,13 +13,16 @@ inline constexpr GgmlType kKeptGgmlTypes[] = {
     GgmlType::kQ8_0,   GgmlType::kQ2_K,   GgmlType::kQ3_K,  GgmlType::kQ4_K,    GgmlType::kQ5_K,   GgmlType::kQ6_K,
     GgmlType::kIQ2_XXS, GgmlType::kF16,   GgmlType::kQ4_0,  GgmlType::kQ4_1,    GgmlType::kQ5_0,   GgmlType::kQ5_1,
     GgmlType::kIQ2_XS, GgmlType::kIQ2_S,  GgmlType::kIQ3_XXS, GgmlType::kIQ3_S, GgmlType::kIQ1_S,  GgmlType::kIQ1_M,
-    GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kTQ1_0, GgmlType::kTQ2_0};
+    GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kTQ1_0, GgmlType::kTQ2_0,  GgmlType::kNVFP4, GgmlType::kQ1_0,
+    GgmlType::kQ2_0};
 
 /// Where a block of a kept ggml type keeps its f16 scales (d, and dmin or m for the types with
 /// mins), as ggml-common.h lays the blocks out (stated here, not taken from the library under
-/// test). IQ1_M has none: its d is the top nibbles of its four scale words (random_ggml_blocks).
+/// test). IQ1_M has none: its d is the top nibbles of its four scale words (random_ggml_blocks);
+/// nor NVFP4, whose UE4M3 scale bytes are all finite (random bytes serve).
 inline std::vector<int> ggml_f16_scale_offsets(GgmlType t) {
   switch (t) {
+    case GgmlType::kQ1_0: case GgmlType::kQ2_0:
     case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ5_0: case GgmlType::kIQ2_XXS: case GgmlType::kIQ2_XS:
     case GgmlType::kIQ2_S: case GgmlType::kIQ3_XXS: case GgmlType::kIQ3_S: case GgmlType::kIQ1_S:
     case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: return {0};

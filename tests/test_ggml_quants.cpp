@@ -85,7 +85,8 @@ constexpr VectorType kVectorTypes[] = {
     {"q5_1", GgmlType::kQ5_1, 48},   {"iq2_xs", GgmlType::kIQ2_XS, 48}, {"iq3_xxs", GgmlType::kIQ3_XXS, 48},
     {"iq1_s", GgmlType::kIQ1_S, 64}, {"iq4_nl", GgmlType::kIQ4_NL, 48}, {"iq3_s", GgmlType::kIQ3_S, 48},
     {"iq2_s", GgmlType::kIQ2_S, 48}, {"iq4_xs", GgmlType::kIQ4_XS, 48}, {"iq1_m", GgmlType::kIQ1_M, 64},
-    {"tq1_0", GgmlType::kTQ1_0, 48}, {"tq2_0", GgmlType::kTQ2_0, 48},
+    {"tq1_0", GgmlType::kTQ1_0, 48}, {"tq2_0", GgmlType::kTQ2_0, 48}, {"nvfp4", GgmlType::kNVFP4, 48},
+    {"q1_0", GgmlType::kQ1_0, 48},   {"q2_0", GgmlType::kQ2_0, 48},
 };
 
 using Dequantizer = std::function<void(const uint8_t* block, float* out)>;
@@ -173,12 +174,14 @@ TEST_CASE("ggml_quants: every element of every vector block, bit for bit") {
 TEST_CASE("ggml_quants: the comparison fails when a scale byte is flipped") {
   // Which byte: a scale of every format (Q4_0..Q8_0 and the IQ types but IQ1_M: d's high byte;
   // MXFP4: e; I8: the value; Q2_K: scales[0]; Q3_K, Q4_K, Q5_K: the first packed-scale byte; Q6_K:
-  // scales[0]; IQ1_M: its first scale word's low byte; TQ1_0, TQ2_0: d's high byte at the end).
+  // scales[0]; IQ1_M: its first scale word's low byte; TQ1_0, TQ2_0: d's high byte at the end;
+  // NVFP4: the first UE4M3 scale).
   const std::pair<const char*, int> kScaleByte[] = {
       {"q8_0", 1},   {"mxfp4", 0},   {"i8", 0},     {"q2_K", 0},    {"q3_K", 96},   {"q4_K", 4},
       {"q5_K", 4},   {"q6_K", 192},  {"iq2_xxs", 1}, {"q4_0", 1},    {"q4_1", 1},    {"q5_0", 1},
       {"q5_1", 1},   {"iq2_xs", 1},  {"iq3_xxs", 1}, {"iq1_s", 1},   {"iq4_nl", 1},  {"iq3_s", 1},
-      {"iq2_s", 1},  {"iq4_xs", 1},  {"iq1_m", 48},  {"tq1_0", 53},  {"tq2_0", 65}};
+      {"iq2_s", 1},  {"iq4_xs", 1},  {"iq1_m", 48},  {"tq1_0", 53},  {"tq2_0", 65},  {"nvfp4", 0},
+      {"q1_0", 1},   {"q2_0", 1}};
   for (const VectorType& vt : kVectorTypes) {
     const std::string name = vt.file;
     CAPTURE(name);
@@ -341,8 +344,7 @@ TEST_CASE("ggml_quants: dispatch refuses the types it does not dequantize") {
   float out[256];
   out[0] = 7.0f;
   const uint8_t block[256] = {};
-  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kBF16, GgmlType::kNVFP4,
-                     GgmlType::kQ1_0, GgmlType::kQ2_0, GgmlType::kF32, GgmlType::kI32}) {
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kBF16, GgmlType::kF32, GgmlType::kI32}) {
     CHECK_FALSE(ggml_block_dequantizable(t));
     CHECK_FALSE(dequantize_ggml_block(t, block, out));
   }
@@ -364,7 +366,7 @@ TEST_CASE("ggml_quants: the host Linear's block decoders give every vector block
     CHECK_MESSAGE(c.mismatches == 0, c.mismatches, " mismatches; first: ", c.first);
     checked += c.blocks;
   }
-  CHECK(checked >= 21 * 48);
+  CHECK(checked >= 24 * 48);
 }
 
 }  // namespace test_ggml_quants

@@ -111,7 +111,8 @@ TEST_CASE("gguf engram: tables in every block type, F16, BF16 and F32 run with t
                         {TensorType::kQ5_1, false}, {TensorType::kIQ4_NL, false}, {TensorType::kIQ2_XS, true},
                         {TensorType::kIQ2_S, true}, {TensorType::kIQ3_XXS, true}, {TensorType::kIQ3_S, true},
                         {TensorType::kIQ1_S, true}, {TensorType::kIQ1_M, true},   {TensorType::kIQ4_XS, true},
-                        {TensorType::kTQ1_0, true}, {TensorType::kTQ2_0, true}};
+                        {TensorType::kTQ1_0, true}, {TensorType::kTQ2_0, true},   {TensorType::kNVFP4, true},
+                        {TensorType::kQ1_0, true},  {TensorType::kQ2_0, true}};
   for (const Case& k : cases) {
     const Tiny& t = tiny_model(k.rows256);
     const std::string tn = tensor_type_name(k.type);

@@ -143,15 +143,17 @@ TEST_CASE("gguf types: names, ids and sizes come from ggml's table") {
   CHECK((tensor_type_from_name("IQ2_XXS", &t) && t == TensorType::kIQ2_XXS));
   CHECK((tensor_type_from_name("bf16", &t) && t == TensorType::kBF16));
   CHECK(!tensor_type_from_name("q9_K", &t));
-  CHECK(known_tensor_type(40));  // NVFP4: a file may hold it; ds41 refuses to load it
-  CHECK(!readable_tensor_type(static_cast<TensorType>(40)));
-  CHECK(!readable_tensor_type(static_cast<TensorType>(15)));  // Q8_K: ggml's dot-product intermediate
+  CHECK(known_tensor_type(15));  // Q8_K, ggml's dot-product intermediate: a file may hold it; ds41 refuses to load it
+  CHECK(!readable_tensor_type(static_cast<TensorType>(15)));
+  CHECK(!readable_tensor_type(static_cast<TensorType>(9)));  // Q8_1 likewise
   // every block type ggml stores weights in is read
-  for (uint32_t id : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 16u, 17u, 18u, 19u, 20u, 21u, 22u, 23u, 29u, 34u, 35u, 39u})
+  for (uint32_t id : {2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 16u, 17u, 18u, 19u, 20u, 21u, 22u, 23u, 29u, 34u, 35u, 39u,
+                      40u, 41u, 42u})
     CHECK_MESSAGE(readable_tensor_type(static_cast<TensorType>(id)), "type ", id);
   CHECK(!known_tensor_type(77));
   const uint64_t per256[][2] = {{10, 84}, {11, 110}, {12, 144}, {13, 176}, {14, 210}, {16, 66}, {17, 74}, {18, 98},
-                                {19, 50}, {21, 110}, {22, 82}, {23, 136}, {29, 56}, {34, 54}, {35, 66}};
+                                {19, 50}, {21, 110}, {22, 82}, {23, 136}, {29, 56}, {34, 54}, {35, 66},
+                                {40, 4 * 36}, {41, 2 * 18}, {42, 4 * 18}};  // NVFP4, Q2_0: 64 a block; Q1_0: 128
   for (const auto& [id, bytes] : per256)
     CHECK(tensor_bytes(static_cast<TensorType>(id), {512, 3}, "t") == 2 * 3 * bytes);
   CHECK(tensor_bytes(TensorType::kI8, {264, 5}, "t") == 264 * 5);
@@ -170,7 +172,8 @@ TEST_CASE("gguf types: the writer's quantizers give valid blocks near their inpu
       {TensorType::kQ4_0, 0.14f},  {TensorType::kQ4_1, 0.08f}, {TensorType::kQ5_0, 0.07f},   {TensorType::kQ5_1, 0.04f},
       {TensorType::kIQ2_XS, 0.45f}, {TensorType::kIQ2_S, 0.4f}, {TensorType::kIQ3_XXS, 0.34f}, {TensorType::kIQ3_S, 0.26f},
       {TensorType::kIQ1_S, 0.65f}, {TensorType::kIQ1_M, 0.7f}, {TensorType::kIQ4_NL, 0.12f},  {TensorType::kIQ4_XS, 0.12f},
-      {TensorType::kTQ1_0, 0.55f}, {TensorType::kTQ2_0, 0.55f}};
+      {TensorType::kTQ1_0, 0.55f}, {TensorType::kTQ2_0, 0.55f}, {TensorType::kNVFP4, 0.21f}, {TensorType::kQ1_0, 0.77f},
+      {TensorType::kQ2_0, 0.6f}};
   float amax = 0;
   for (float x : v) amax = std::max(amax, std::fabs(x));
   for (const auto& entry : types) {
@@ -202,7 +205,8 @@ TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequa
                         {TensorType::kQ5_1, true},  {TensorType::kIQ2_XS, false}, {TensorType::kIQ2_S, true},
                         {TensorType::kIQ3_XXS, false}, {TensorType::kIQ3_S, true}, {TensorType::kIQ1_S, false},
                         {TensorType::kIQ1_M, true}, {TensorType::kIQ4_NL, false}, {TensorType::kIQ4_XS, true},
-                        {TensorType::kTQ1_0, false}, {TensorType::kTQ2_0, true}};
+                        {TensorType::kTQ1_0, false}, {TensorType::kTQ2_0, true}, {TensorType::kNVFP4, false},
+                        {TensorType::kQ1_0, true},  {TensorType::kQ2_0, false}};
   for (const Case& k : cases) {
     const std::string tn = tensor_type_name(k.type);
     CAPTURE(tn);
@@ -379,10 +383,10 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("tensor 'a' has unknown or unsupported type 99") != std::string::npos);
   }
   SUBCASE("a type ggml knows and ds41 does not read") {
-    std::vector<uint8_t> nvfp4(2 * 256 / 64 * 36, 0);  // NVFP4: 64 values in 36 bytes
+    std::vector<uint8_t> q8_k(2 * 292, 0);  // Q8_K: 256 values in 292 bytes
     const std::string e =
-        error_of([&] { decode_tensor(static_cast<TensorType>(40), {2, 256}, nvfp4.data(), nvfp4.size(), Part::kWhole, "tensor 'q'"); });
-    CHECK(e.find("tensor 'q' has type NVFP4, which ds41 does not read") != std::string::npos);
+        error_of([&] { decode_tensor(static_cast<TensorType>(15), {2, 256}, q8_k.data(), q8_k.size(), Part::kWhole, "tensor 'q'"); });
+    CHECK(e.find("tensor 'q' has type Q8_K, which ds41 does not read") != std::string::npos);
     CHECK(e.find("Q4_0, Q4_1") != std::string::npos);  // the message lists what it reads
   }
   SUBCASE("a block with an infinite scale") {
@@ -394,10 +398,10 @@ TEST_CASE("gguf types: truncated tensors, unknown and unread types, non-finite s
     CHECK(e.find("non-finite") != std::string::npos);
   }
   SUBCASE("an engram table of a type that is neither rows of codes and scales nor a type of values ds41 reads") {
-    const std::vector<uint8_t> b(2 * 36, 0);  // two NVFP4 blocks of 64, a type ds41 does not read
+    const std::vector<uint8_t> b(2 * 292, 0);  // two Q8_K blocks of 256, a type ds41 does not read
     const std::string e = error_of(
-        [&] { decode_tensor(static_cast<TensorType>(40), {2, 64}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
-    CHECK(e.find("tensor 'e': engram table has type NVFP4, expected DS41_FP8_ROW") != std::string::npos);
+        [&] { decode_tensor(static_cast<TensorType>(15), {2, 256}, b.data(), b.size(), Part::kEngramCodes, "tensor 'e'"); });
+    CHECK(e.find("tensor 'e': engram table has type Q8_K, expected DS41_FP8_ROW") != std::string::npos);
   }
 }
 

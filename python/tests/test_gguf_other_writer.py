@@ -51,7 +51,7 @@ LADDER = [Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K, Q.IQ2_XXS, Q.F16]  # m
 # the other block types ggml stores weights in (no published V4.1 file has them; llama-quantize
 # writes them for other mixes): the legacy 32-value types, the other IQ types, the ternary ones
 MORE_TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.IQ2_XS, Q.IQ2_S, Q.IQ3_XXS, Q.IQ3_S, Q.IQ1_S, Q.IQ1_M,
-              Q.IQ4_NL, Q.IQ4_XS, Q.TQ1_0, Q.TQ2_0]
+              Q.IQ4_NL, Q.IQ4_XS, Q.TQ1_0, Q.TQ2_0, Q.NVFP4]  # (Q1_0, Q2_0: gguf-py 0.19 has no dequantizer)
 VECTOR_LADDER = [Q.Q8_0, Q.F16]  # vectors: values from gguf-py's quantize (it has no K-quant quantizer)
 # each dialect's ladders (matrices, vectors): llama.cpp's the published types, ds4's every type, mxxm's
 # the other types (with gguf-py's quantize for the legacy 32-value types' vectors)
@@ -92,6 +92,7 @@ SUPER_SCALES = {
     Q.IQ4_XS: ((0,), 2.5e-5),    # d scales_h scales_l[4] qs[128]: |value| <= d*32*127
     Q.TQ1_0: ((52,), 0.1),       # qs[48] qh[4] d: value in {-d, 0, d}
     Q.TQ2_0: ((64,), 0.05),      # qs[64] d: value in {-d, 0, d, 2d}
+    Q.NVFP4: ((), 0),            # d[4] (UE4M3 bytes, set in _block_bytes) qs[32]: |value| <= 12 * half scale
 }
 
 # ds41-gguf-write's options for the structure's source: a mix of types in each dialect (the engram
@@ -193,6 +194,8 @@ def _block_bytes(qtype, shape, rng):
     for off in offsets:
         d = (d0 * rng.uniform(0.5, 1.5, size=rows * nb)).astype(np.float16)
         b[:, off:off + 2] = d.view(np.uint8).reshape(-1, 2)
+    if qtype == Q.NVFP4:  # UE4M3 scale bytes 0x04..0x0B: half scales 2^-8 .. 1.9 * 2^-7, values below 0.1
+        b[:, 0:4] = rng.integers(0x04, 0x0C, size=(b.shape[0], 4), dtype=np.uint8)
     if qtype == Q.IQ1_M:  # the f16 d: nibble i in the top nibble of scale word i (bytes 48 + 2i, 49 + 2i)
         h = (d0 * rng.uniform(0.5, 1.5, size=rows * nb)).astype(np.float16).view(np.uint16)
         for i in range(4):

@@ -2,8 +2,8 @@
 """Test vectors for ds41's GGUF block dequantization (issue 39), from two implementations outside ds41.
 
 For each GGUF block type ds41 reads (Q8_0, MXFP4, I8, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS; then
-Q4_0, Q4_1, Q5_0, Q5_1, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, TQ1_0, TQ2_0)
-the script makes blocks (random bytes with finite f16 scales, edge blocks, blocks that use every
+Q4_0, Q4_1, Q5_0, Q5_1, IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, TQ1_0, TQ2_0,
+NVFP4, Q1_0, Q2_0) the script makes blocks (random bytes with finite f16 scales, edge blocks, blocks that use every
 code / grid index / sign index / sub-block scale, a few blocks quantized by ggml itself from
 Gaussian data) and dequantizes each with
 
@@ -11,7 +11,10 @@ Gaussian data) and dequantizes each with
       `-O2 -ffp-contract=off`, so that every float operation is rounded on its own; and
   (b) gguf-py's numpy `gguf.quants.dequantize` (PyPI `gguf`), which rounds each array operation.
 
-It asserts (a) and (b) give the same f32 bits for every element of every block, then writes one
+It asserts (a) and (b) give the same f32 bits for every element of every block. Q1_0 and Q2_0
+have no (b): gguf-py (0.19) has no dequantizer for them, so their values are (a) alone, marked so in
+MANIFEST.txt (BlockType.values_from); as a partial check the script's own numpy formula, written
+here from the block layout (not gguf-py's), must give the same bits. It then writes one
 binary file per type plus types.txt (ggml's type table) and MANIFEST.txt into the output folder
 (tests/data/ggml_quants/README.md describes the format). ggml's code is only compiled in a
 temporary folder; nothing of it is written to the output.
@@ -47,10 +50,13 @@ LABEL_BYTES = 24
 CFLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math", "-std=gnu11", "-fPIC"]
 
 
+GGML_C, GGUF_PY = "ggml C", "gguf-py"
+
+
 @dataclass
 class BlockType:
     name: str          # ggml's type_name, also the vector file's stem
-    qtype: QT
+    qtype: QT | int    # ggml's type id (a plain int where gguf-py's enum lacks the type: Q2_0)
     elems: int
     nbytes: int
     f16_d: tuple[int, ...]     # byte offsets of f16 scales ("d")
@@ -60,6 +66,9 @@ class BlockType:
                                # n_per_row, weights) called with unit weights, for realistic blocks
     quant_init: tuple[str, int] | None = None  # what the IQ quantizer needs first (its grid neighbours)
     f16_nibbles: int | None = None  # IQ1_M: byte offset of 4 u16 words whose top nibbles are the f16
+    # which implementations made the values: both (they must agree bit for bit), or ggml's C alone
+    # where gguf-py has no dequantizer (then OWN_NUMPY must hold the script's own formula for it)
+    values_from: tuple[str, ...] = (GGML_C, GGUF_PY)
 
 
 TYPES = [
@@ -96,6 +105,13 @@ TYPES = [
               ("iq2xs_init_impl", int(QT.IQ1_M)), f16_nibbles=48),
     BlockType("tq1_0", QT.TQ1_0, 256, 54, (52,), (), "dequantize_row_tq1_0", "quantize_row_tq1_0_ref"),
     BlockType("tq2_0", QT.TQ2_0, 256, 66, (64,), (), "dequantize_row_tq2_0", "quantize_row_tq2_0_ref"),
+    # NVFP4 has no f16 field: d[4] are UE4M3 scale bytes (one a 16-element sub-block), then qs[32]
+    BlockType("nvfp4", QT.NVFP4, 64, 36, (), (), "dequantize_row_nvfp4", "quantize_row_nvfp4_ref"),
+    # gguf-py 0.19 dequantizes neither (no gguf.quants class; Q2_0 is not even in its enum, id 42)
+    BlockType("q1_0", QT.Q1_0, 128, 18, (0,), (), "dequantize_row_q1_0", "quantize_row_q1_0_ref",
+              values_from=(GGML_C,)),
+    BlockType("q2_0", 42, 64, 18, (0,), (), "dequantize_row_q2_0", "quantize_row_q2_0_ref",
+              values_from=(GGML_C,)),
 ]
 
 # the types whose blocks come from the one RNG seeded with --seed, in this order (the committed
@@ -282,6 +298,20 @@ def edge_blocks(t: BlockType, rng: np.random.Generator) -> list[tuple[str, bytes
         out.append(("zero", bytes(t.nbytes)))
         out.append(("max-codes", bytes([127]) + b"\xff" * 16))
         return out
+    if t.name == "nvfp4":
+        # d[4] UE4M3 bytes (sub-block s: elements 16s..16s+15), qs[32] (sub-block s: qs[8s..8s+7],
+        # element 16s+j low nibble of qs[8s+j], 16s+8+j its high nibble). ggml reads 0x00 and 0x7F
+        # as 0 and ignores bit 7 otherwise: 0x80 is 0 (exponent and mantissa 0) but 0xFF is 240, not 0
+        # (all 256 bytes, each under all 16 codes: coverage_blocks)
+        nib = bytes(i | ((15 - i) << 4) for i in range(8))
+        out.append(("zero", bytes(t.nbytes)))
+        out.append(("zero-codes", bytes([0x38, 0x7E, 0xB8, 0xFF]) + bytes([0x00, 0x88]) * 16))
+        out.append(("zero-scales", bytes([0x00, 0x7F, 0x80, 0x00]) + b"\xff" * 32))
+        out.append(("ue4m3=7f-ff-80-00", bytes([0x7F, 0xFF, 0x80, 0x00]) + nib * 4))
+        out.append(("max-codes", bytes([0x7E, 0xFE, 0xFF, 0x77]) + b"\xff" * 16 + b"\x77" * 16))
+        out.append(("max-codes-sub-d", bytes([0x01, 0x81, 0x07, 0x87]) + b"\xff" * 16 + b"\x77" * 16))
+        out.append(("codes-aa-55", bytes([0x38, 0x39, 0xB8, 0x08]) + b"\xaa" * 16 + b"\x55" * 16))
+        return out
 
     out.append(("zero", bytes(t.nbytes)))
     for name, d, dmin in (("d=+0", 0x0000, None), ("d=-0", 0x8000, None), ("dmin=0", None, 0x0000),
@@ -372,6 +402,23 @@ def coverage_blocks(t: BlockType) -> list[tuple[str, bytes]]:
             b[0:48] = bytes((48 * k + i) % 256 for i in range(48))
             b[48:52] = bytes((240 + 4 * k + i) % 256 for i in range(4))
             out.append((f"bytes-{48 * k}..", bytes(b)))
+    if t.name == "nvfp4":
+        # every UE4M3 scale byte 0..255, four a block in byte order, each sub-block with all 16 codes
+        # (low nibbles 0..7 and high 8..15, or the other way round: every code in both nibbles)
+        for k in range(64):
+            b = bytearray(range(4 * k, 4 * k + 4))
+            for s in range(4):
+                lo = 8 * ((k + s) % 2)
+                b += bytes((lo + i) | ((8 - lo + i) << 4) for i in range(8))
+            out.append((f"ue4m3={4 * k:02x}..{4 * k + 3:02x}", bytes(b)))
+    if t.name in ("q1_0", "q2_0"):
+        # d, qs[16]: every byte value in qs over 16 blocks (Q1_0: bit j%8 of qs[j/8] is element j,
+        # d if set, -d if clear; Q2_0: bits 2(j%4)..2(j%4)+1 of qs[j/4] are element j's code q,
+        # value (q - 1)·d)
+        for k in range(16):
+            b = new(f16(0.75) if k % 2 == 0 else f16(-0.0123))
+            b[2:18] = bytes(range(16 * k, 16 * k + 16))
+            out.append((f"bytes-{16 * k}..", bytes(b)))
     if t.name == "tq2_0":
         # qs[64] (4 two-bit codes a byte, code 3 included: no quantizer writes it), d
         for k in range(4):
@@ -498,6 +545,8 @@ def random_blocks(t: BlockType, rng: np.random.Generator, n: int) -> list[tuple[
         b = bytearray(rng.integers(0, 256, size=t.nbytes, dtype=np.uint8).tobytes())
         if t.name == "mxfp4":
             b[0] = int(rng.integers(0, 256))
+        elif t.name == "nvfp4":  # no f16: every byte as drawn (UE4M3 scales are all finite)
+            pass
         elif k % 2 == 0:  # any finite f16, subnormals and 65504 included
             put_d(t, b, finite_f16(rng, 1)[0])
             put_f16(b, t.f16_min, finite_f16(rng, 1)[0])
@@ -523,6 +572,50 @@ def dequant_gguf_py(t: BlockType, data: bytes, n: int) -> np.ndarray:
         return raw.view(np.int8).astype(np.float32).reshape(n, t.elems)
     with np.errstate(over="ignore"):  # MXFP4 e8m0 >= 253 overflows to inf in both
         return np.asarray(gguf.quants.dequantize(raw, t.qtype), dtype=np.float32).reshape(n, t.elems)
+
+
+def own_numpy_q1_0(raw: np.ndarray) -> np.ndarray:
+    """The script's own Q1_0 formula (not gguf-py's: it has none): element j is bit j%8 of qs[j/8],
+    d if set, -d if clear; d the f16 at byte 0 widened by numpy."""
+    d = raw[:, 0:2].copy().view("<f2").astype(np.float32)                # (n, 1)
+    bits = (raw[:, 2:18, None] >> np.arange(8, dtype=np.uint8)) & 1      # (n, 16, 8): element 8i+b
+    return np.where(bits.reshape(-1, 128) != 0, d, -d)
+
+
+def own_numpy_q2_0(raw: np.ndarray) -> np.ndarray:
+    """The script's own Q2_0 formula (not gguf-py's: it has none): element j is bits 2(j%4)..+1 of
+    qs[j/4], value (q - 1)·d in f32; d the f16 at byte 0 widened by numpy."""
+    d = raw[:, 0:2].copy().view("<f2").astype(np.float32)                # (n, 1)
+    q = (raw[:, 2:18, None] >> np.arange(0, 8, 2, dtype=np.uint8)) & 3   # (n, 16, 4): element 4i+l
+    return (q.reshape(-1, 64).astype(np.float32) - np.float32(1)) * d
+
+
+# a second, partial implementation for the types gguf-py cannot dequantize
+OWN_NUMPY = {"q1_0": own_numpy_q1_0, "q2_0": own_numpy_q2_0}
+
+
+def gguf_py_dequantizes(t: BlockType) -> bool:
+    """Whether the installed gguf-py has a dequantizer for the type."""
+    if not isinstance(t.qtype, QT):
+        return False
+    try:
+        gguf.quants.dequantize(np.zeros((1, t.nbytes), dtype=np.uint8), t.qtype)
+    except NotImplementedError:
+        return False
+    return True
+
+
+def gguf_version() -> str:
+    return gguf.__version__ if hasattr(gguf, "__version__") else pkg_version("gguf")
+
+
+def values_note(t: BlockType) -> str:
+    """What MANIFEST.txt says of a type's values where they do not come from both implementations."""
+    if t.values_from == (GGML_C, GGUF_PY):
+        return ""
+    assert t.values_from == (GGML_C,), t.values_from
+    minor = ".".join(gguf_version().split(".")[:2])
+    return f" values: ggml C only (gguf-py {minor} has no dequantizer)"
 
 
 def write_vectors(path: Path, t: BlockType, blocks: list[tuple[str, bytes]], values: np.ndarray):
@@ -579,29 +672,36 @@ def main():
                          [struct.unpack_from("<H", raw, off)[0] for off in t.f16_d + t.f16_min]:
                     assert (h >> 10) & 0x1F != 0x1F, (t.name, label, hex(h))
             a = dequant_ggml(t, lib, data, len(blocks))
-            b = dequant_gguf_py(t, data, len(blocks))
             assert not np.isnan(a).any(), f"{t.name}: NaN from finite scales"
+            if GGUF_PY in t.values_from:
+                b, other = dequant_gguf_py(t, data, len(blocks)), "gguf-py"
+            else:  # gguf-py has none: the script's own numpy formula, a partial check only
+                assert not gguf_py_dequantizes(t), \
+                    f"{t.name}: gguf-py {gguf_version()} dequantizes it now: add GGUF_PY to its values_from"
+                raw = np.frombuffer(data, dtype=np.uint8).reshape(len(blocks), t.nbytes)
+                b, other = np.asarray(OWN_NUMPY[t.name](raw), dtype=np.float32), "the script's numpy"
             differ = (a.view(np.uint32) != b.view(np.uint32))
             for k in np.flatnonzero(differ.any(axis=1)):
                 j = int(np.flatnonzero(differ[k])[0])
                 print(f"{t.name} block {k} ({blocks[k][0]}) element {j}: ggml {a[k, j]!r} "
-                      f"({a.view(np.uint32)[k, j]:#010x}), gguf-py {b[k, j]!r} ({b.view(np.uint32)[k, j]:#010x})")
-            assert not differ.any(), f"{t.name}: ggml's C and gguf-py disagree on {int(differ.sum())} values"
+                      f"({a.view(np.uint32)[k, j]:#010x}), {other} {b[k, j]!r} ({b.view(np.uint32)[k, j]:#010x})")
+            assert not differ.any(), f"{t.name}: ggml's C and {other} disagree on {int(differ.sum())} values"
             fused_diff = int((dequant_ggml(t, fused, data, len(blocks)).view(np.uint32) != a.view(np.uint32)).sum()) \
                 if fused else -1
             path = args.out / f"{t.name}.bin"
             write_vectors(path, t, blocks, a)
             summary.append(f"{t.name} id={int(t.qtype)} blocks={len(blocks)} elements={a.size} "
-                           f"bytes={path.stat().st_size} fma_build_differs_on={fused_diff}")
+                           f"bytes={path.stat().st_size} fma_build_differs_on={fused_diff}{values_note(t)}")
             print(summary[-1])
 
         with open(args.out / "MANIFEST.txt", "w") as f:
             f.write(f"ggml-org/ggml commit: {commit}\n")
             f.write(f"ggml C built with: {cc}; {' '.join(CFLAGS)}\n")
-            f.write(f"gguf-py: gguf {gguf.__version__ if hasattr(gguf, '__version__') else pkg_version('gguf')}, "
-                    f"numpy {np.__version__}\n")
+            f.write(f"gguf-py: gguf {gguf_version()}, numpy {np.__version__}\n")
             f.write(f"seed: {args.seed}\n")
-            f.write("ggml's C and gguf-py agree bit for bit on every element below.\n")
+            f.write("ggml's C and gguf-py agree bit for bit on every element below, except the types marked "
+                    "'values: ggml C only': gguf-py has no dequantizer for them, their values are ggml's C "
+                    "alone (checked against the script's own numpy formula from the block layout, not gguf-py's).\n")
             f.write("fma_build_differs_on: values the same ggml code gives when built with -mfma "
                     "-ffp-contract=fast (not the definition; shows what the vectors catch)\n")
             for line in summary:

@@ -1,8 +1,8 @@
 // ds41/core/ggml_quants.hpp — the values of ggml's GGUF block types, one block at a time.
 //
 // What ds41 reads from GGUF files written by llama.cpp and friends (issue 39): every block type
-// ggml stores weights in — Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, I8, the K-quants (Q2_K .. Q6_K),
-// the ternary TQ1_0/TQ2_0 and the IQ types (core/ggml_quants_iq.hpp). The value of each element is
+// ggml stores weights in — Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, NVFP4, I8, the
+// K-quants (Q2_K .. Q6_K), the ternary TQ1_0/TQ2_0 and the IQ types (core/ggml_quants_iq.hpp). The value of each element is
 // exactly what ggml's `dequantize_row_<type>` gives in f32 under the uncontracted definition (each
 // product and each sum or difference rounded on its own, which is what gguf-py's numpy computes).
 // In these formats every product is exact in f32: an f16 significand (11 bits) times integers that
@@ -11,8 +11,9 @@
 // `(d·scale)·q − dmin·min` of the K-quants with mins or `q·d + m` of Q4_1/Q5_1, and neither an FMA
 // nor another order of the products changes a value (the vector generator saw a -mfma
 // -ffp-contract=fast build of ggml give the same bits). The functions keep ggml's order all the
-// same, so their bits need no such argument. Not here: ggml's dot-product intermediates (Q8_1,
-// Q8_K), which no file stores weights in, and NVFP4, Q1_0, Q2_0 (refused by name at load).
+// same, so their bits need no such argument. Also NVFP4 (e2m1 with UE4M3 scales per 16) and
+// ggml's 2026 Q1_0 and Q2_0. Not here: ggml's dot-product intermediates (Q8_1, Q8_K), which no
+// file stores weights in (refused by name at load).
 //
 // Written from the block layouts (ggml-common.h); the IQ grids are ggml's constants reproduced as
 // data (core/ggml_grids.hpp). tests/test_ggml_quants.cpp checks every function against vectors
@@ -101,6 +102,44 @@ DS41_HD void dequantize_block_mxfp4(const uint8_t* block, float* out) {
     out[j] = ggml_detail::to_float(mxfp4_doubled_value(block[1 + j] & 0xFu)) * d;
     out[j + 16] = ggml_detail::to_float(mxfp4_doubled_value(block[1 + j] >> 4)) * d;
   }
+}
+
+// ---------------------------------------------------------------- NVFP4: 64 × e2m1 · 4 UE4M3 scales
+using GgmlNvfp4 = GgmlBlockFormat<GgmlType::kNVFP4, 64, 36>;
+/// Half the value of an NVFP4 scale byte, as ggml's ggml_ue4m3_to_fp32 gives it: an unsigned e4m3
+/// (bit 7 ignored, exponent bias 7, subnormals man·2^-9), 0x7F (e4m3's NaN) read as 0, times 0.5
+/// (the codes are e2m1 values doubled, as MXFP4's). Exact in f32.
+DS41_HD float nvfp4_half_scale(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const uint32_t e = (x >> 3) & 0xFu, man = x & 7u;
+  if (e == 0) return ggml_detail::to_float(static_cast<int>(man)) * 0x1p-10f;  // man·2^-9, halved
+  return bits_f32((e + 119u) << 23 | man << 20);                              // (1 + man/8)·2^(e−7), halved
+}
+/// Bytes: d[4] (a UE4M3 scale per 16 elements), qs[32]. In sub-block s, element j < 8 is the low
+/// nibble of qs[8s + j], element j + 8 its high nibble; value = doubled e2m1 · half scale.
+DS41_HD void dequantize_block_nvfp4(const uint8_t* block, float* out) {
+  for (int s = 0; s < 4; ++s) {
+    const float d = nvfp4_half_scale(block[s]);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t q = block[4 + 8 * s + j];
+      out[16 * s + j] = ggml_detail::to_float(mxfp4_doubled_value(q & 0xFu)) * d;
+      out[16 * s + j + 8] = ggml_detail::to_float(mxfp4_doubled_value(q >> 4)) * d;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- Q1_0, Q2_0: 1 and 2 bits, one f16 d
+using GgmlQ1_0 = GgmlBlockFormat<GgmlType::kQ1_0, 128, 18>;
+/// Bytes: d (f16), qs[16]: element j is bit j%8 of qs[j/8]; value d where it is set, −d where not.
+DS41_HD void dequantize_block_q1_0(const uint8_t* block, float* out) {
+  const float d = ggml_detail::load_f16(block), neg_d = -d;
+  for (int j = 0; j < 128; ++j) out[j] = ((block[2 + j / 8] >> (j % 8)) & 1) ? d : neg_d;
+}
+using GgmlQ2_0 = GgmlBlockFormat<GgmlType::kQ2_0, 64, 18>;
+/// Bytes: d (f16), qs[16]: element j is bits 2(j%4) of qs[j/4]; value (q − 1)·d.
+DS41_HD void dequantize_block_q2_0(const uint8_t* block, float* out) {
+  const float d = ggml_detail::load_f16(block);
+  for (int j = 0; j < 64; ++j) out[j] = ggml_detail::to_float(((block[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
 }
 
 // ---------------------------------------------------------------- I8: plain int8
@@ -271,6 +310,9 @@ DS41_HD void dequantize_ggml_format(GgmlQ5_0, const uint8_t* b, float* o) { dequ
 DS41_HD void dequantize_ggml_format(GgmlQ5_1, const uint8_t* b, float* o) { dequantize_block_q5_1(b, o); }
 DS41_HD void dequantize_ggml_format(GgmlQ8_0, const uint8_t* b, float* o) { dequantize_block_q8_0(b, o); }
 DS41_HD void dequantize_ggml_format(GgmlMxfp4, const uint8_t* b, float* o) { dequantize_block_mxfp4(b, o); }
+DS41_HD void dequantize_ggml_format(GgmlNvfp4, const uint8_t* b, float* o) { dequantize_block_nvfp4(b, o); }
+DS41_HD void dequantize_ggml_format(GgmlQ1_0, const uint8_t* b, float* o) { dequantize_block_q1_0(b, o); }
+DS41_HD void dequantize_ggml_format(GgmlQ2_0, const uint8_t* b, float* o) { dequantize_block_q2_0(b, o); }
 DS41_HD void dequantize_ggml_format(GgmlI8, const uint8_t* b, float* o) { dequantize_block_i8(b, o); }
 DS41_HD void dequantize_ggml_format(GgmlQ2_K, const uint8_t* b, float* o) { dequantize_block_q2_K(b, o); }
 DS41_HD void dequantize_ggml_format(GgmlQ3_K, const uint8_t* b, float* o) { dequantize_block_q3_K(b, o); }
@@ -291,7 +333,7 @@ DS41_HD void dequantize_ggml_format(GgmlIQ4_XS, const uint8_t* b, float* o) { de
 
 /// `f(Format{})` for the block format of `type` (a GgmlBlockFormat above), returning what f
 /// returns; `none()` for a type with no dequantizer here (F16, F32, BF16: elements, not blocks;
-/// Q8_1, Q8_K: ggml's dot-product intermediates; NVFP4, Q1_0, Q2_0 and the integer types).
+/// Q8_1, Q8_K: ggml's dot-product intermediates; the integer types).
 template <class F, class None>
 DS41_HD constexpr auto visit_ggml_block_format(GgmlType type, F&& f, None&& none) {
   switch (type) {
@@ -301,6 +343,9 @@ DS41_HD constexpr auto visit_ggml_block_format(GgmlType type, F&& f, None&& none
     case GgmlType::kQ5_1: return f(GgmlQ5_1{});
     case GgmlType::kQ8_0: return f(GgmlQ8_0{});
     case GgmlType::kMXFP4: return f(GgmlMxfp4{});
+    case GgmlType::kNVFP4: return f(GgmlNvfp4{});
+    case GgmlType::kQ1_0: return f(GgmlQ1_0{});
+    case GgmlType::kQ2_0: return f(GgmlQ2_0{});
     case GgmlType::kI8: return f(GgmlI8{});
     case GgmlType::kQ2_K: return f(GgmlQ2_K{});
     case GgmlType::kQ3_K: return f(GgmlQ3_K{});
@@ -360,10 +405,12 @@ DS41_HD constexpr long ggml_row_bytes(GgmlType t, int cols) {
 }
 /// Where a block of a ggml_linear_type keeps its f16 scales (d, and dmin or m for the types with
 /// mins), as byte offsets; -1 ends the list. F16 has none (its elements are the f16s), nor IQ1_M,
-/// whose d is spread over its scale words (iq1_m_d_bits).
+/// whose d is spread over its scale words (iq1_m_d_bits), nor NVFP4, whose UE4M3 scales are all
+/// finite (at most 240).
 DS41_HD constexpr void ggml_scale_offsets(GgmlType t, int out[2]) {
   out[0] = -1, out[1] = -1;
   switch (t) {
+    case GgmlType::kQ1_0: case GgmlType::kQ2_0:
     case GgmlType::kQ4_0: case GgmlType::kQ5_0: case GgmlType::kQ8_0: case GgmlType::kIQ2_XXS: case GgmlType::kIQ2_XS:
     case GgmlType::kIQ2_S: case GgmlType::kIQ3_XXS: case GgmlType::kIQ3_S: case GgmlType::kIQ1_S:
     case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: out[0] = 0; break;

@@ -257,6 +257,50 @@ inline void quantize_block_tq1_0(const float* x, uint8_t* b) {
   quant_detail::put_f16(b + 52, dh);
 }
 
+/// NVFP4: per 16 values the smallest UE4M3 scale whose e2m1 range (6·scale) holds their largest
+/// magnitude (else the largest scale), codes e2m1 to nearest.
+inline void quantize_block_nvfp4(const float* x, uint8_t* b) {
+  std::memset(b + 4, 0, 32);
+  for (int s = 0; s < 4; ++s) {
+    float m = 0;
+    for (int j = 0; j < 16; ++j) m = std::max(m, std::fabs(x[16 * s + j]));
+    uint8_t e = 0x7E;  // the largest scale ggml reads as a number (0x7F is 0)
+    for (int c = 1; c < 0x7F && m > 0; ++c)
+      if (2.0f * nvfp4_half_scale(static_cast<uint8_t>(c)) * 6.0f >= m) {
+        e = static_cast<uint8_t>(c);
+        break;
+      }
+    b[s] = m > 0 ? e : 0;
+    const float scale = 2.0f * nvfp4_half_scale(b[s]);
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t code = scale > 0 ? e2m1_encode(x[16 * s + j] / scale) : 0;
+      b[4 + 8 * s + j % 8] |= static_cast<uint8_t>(j < 8 ? code : code << 4);
+    }
+  }
+}
+/// Q1_0: ±d, d the mean magnitude (the least-squares d for fixed signs).
+inline void quantize_block_q1_0(const float* x, uint8_t* b) {
+  float sum = 0;
+  for (int j = 0; j < 128; ++j) sum += std::fabs(x[j]);
+  quant_detail::put_f16(b, quant_detail::f16_scale(sum / 128.0f));
+  std::memset(b + 2, 0, 16);
+  for (int j = 0; j < 128; ++j) b[2 + j / 8] |= static_cast<uint8_t>((x[j] >= 0 ? 1 : 0) << (j % 8));
+}
+/// Q2_0: (q − 1)·d for q in 0..3, d the smallest that reaches both the block's minimum (−d) and
+/// maximum (2d).
+inline void quantize_block_q2_0(const float* x, uint8_t* b) {
+  float lo, hi;
+  quant_detail::min_max(x, 64, &lo, &hi);
+  const uint16_t dh = quant_detail::f16_scale(std::max(-lo, hi / 2.0f));
+  const float d = f16_to_f32(dh);
+  quant_detail::put_f16(b, dh);
+  std::memset(b + 2, 0, 16);
+  for (int j = 0; j < 64; ++j) {
+    const int q = d > 0 ? quant_detail::clamp_round(x[j] / d + 1.0f, 0, 3) : 1;
+    b[2 + j / 4] |= static_cast<uint8_t>(q << (2 * (j % 4)));
+  }
+}
+
 /// Whether quantize_blocks writes the type: every block type ggml_quants.hpp reads but I8.
 inline bool quantizable_block_type(TensorType t) {
   return t != TensorType::kI8 && ggml_info(t) != nullptr && ggml_block_dequantizable(static_cast<GgmlType>(t));
@@ -279,6 +323,9 @@ inline std::vector<uint8_t> quantize_blocks(const std::vector<float>& v, TensorT
       case TensorType::kQ5_1: quantize_block_q45_1(x, b, 5); break;
       case TensorType::kQ8_0: quantize_block_q8_0(x, b); break;
       case TensorType::kMXFP4: quantize_block_mxfp4(x, b); break;
+      case TensorType::kNVFP4: quantize_block_nvfp4(x, b); break;
+      case TensorType::kQ1_0: quantize_block_q1_0(x, b); break;
+      case TensorType::kQ2_0: quantize_block_q2_0(x, b); break;
       case TensorType::kQ2_K: quantize_block_q2_K(x, b); break;
       case TensorType::kQ3_K: quantize_block_q3_K(x, b); break;
       case TensorType::kQ4_K: quantize_block_q4_K(x, b); break;

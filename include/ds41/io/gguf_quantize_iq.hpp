@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #include "../core/ggml_quants.hpp"
 #include "gguf_quantize_common.hpp"
 
@@ -27,22 +28,84 @@ inline float amax(const float* x, int n) {
   for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
   return m;
 }
-/// The index of the grid point (point(i): n byte magnitudes, element j in byte j) nearest the
-/// magnitudes of y[0..n) at scale s: the least Σ (|y_j| − s·g_j)²; 0 when s is 0.
-template <class Point>
-int nearest_point(Point&& point, int points, int n, const float* y, float s) {
-  int best = 0;
-  float best_err = INFINITY;
-  for (int i = 0; i < points && s > 0; ++i) {
-    const uint64_t g = point(i);
-    float err = 0;
-    for (int j = 0; j < n; ++j) {
-      const float e = std::fabs(y[j]) - s * static_cast<float>((g >> (8 * j)) & 0xFF);
-      err += e * e;
+/// A grid's points as indices into its few distinct byte values (3 for IQ1 and IQ2, 8 for IQ3),
+/// each half of a point (4 or 2 elements) as one base-`nvalues` number, made once per grid: a
+/// search then adds two entries of small tables of half-point errors per point (81 or 64 each)
+/// instead of computing each point's N errors.
+struct GridTable {
+  int nvalues = 0, half_patterns = 0;
+  uint8_t values[16] = {};
+  std::vector<uint16_t> half[2];  // point i's halves
+};
+template <auto Point, int Points, int N>
+const GridTable& grid_table() {
+  static const GridTable t = [] {
+    GridTable g;
+    std::vector<uint8_t> k(static_cast<size_t>(Points) * N);
+    for (int i = 0; i < Points; ++i)
+      for (int j = 0; j < N; ++j) {
+        const uint8_t v = static_cast<uint8_t>((static_cast<uint64_t>(Point(i)) >> (8 * j)) & 0xFF);
+        int c = 0;
+        while (c < g.nvalues && g.values[c] != v) ++c;
+        if (c == g.nvalues) g.values[g.nvalues++] = v;  // ggml's grids have 3 or 8 distinct bytes
+        k[static_cast<size_t>(i) * N + j] = static_cast<uint8_t>(c);
+      }
+    g.half_patterns = 1;
+    for (int j = 0; j < N / 2; ++j) g.half_patterns *= g.nvalues;
+    for (int h = 0; h < 2; ++h) {
+      g.half[h].resize(Points);
+      for (int i = 0; i < Points; ++i) {
+        int p = 0;
+        for (int j = N / 2 - 1; j >= 0; --j) p = p * g.nvalues + k[static_cast<size_t>(i) * N + h * (N / 2) + j];
+        g.half[h][i] = static_cast<uint16_t>(p);
+      }
     }
-    if (err < best_err) best_err = err, best = i;
-  }
-  return best;
+    return g;
+  }();
+  return t;
+}
+/// The point with the least Σ_j cost[j][its value], the first of equals (*err: that sum, as the
+/// two halves' sums added).
+template <int Points, int N>
+int least_cost_point(const GridTable& g, const float (*cost)[16], float* err) {
+  DS41_CHECK(g.half_patterns <= 256, "gguf: a grid of ", g.nvalues, " values is too wide to search by halves");
+  float half_cost[2][256];
+  for (int h = 0; h < 2; ++h)
+    for (int p = 0; p < g.half_patterns; ++p) {
+      float e = 0;
+      for (int j = 0, q = p; j < N / 2; ++j, q /= g.nvalues) e += cost[h * (N / 2) + j][q % g.nvalues];
+      half_cost[h][p] = e;
+    }
+  // four running minima over the points i ≡ s (mod 4), so that each compare does not wait on the
+  // last one; then the least of them, the lower index on a tie: the first least point overall
+  static_assert(Points % 4 == 0);
+  int best[4] = {0, 1, 2, 3};
+  float best_err[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+  for (int i = 0; i < Points; i += 4)
+    for (int s = 0; s < 4; ++s) {
+      const float e = half_cost[0][g.half[0][i + s]] + half_cost[1][g.half[1][i + s]];
+      if (e < best_err[s]) best_err[s] = e, best[s] = i + s;
+    }
+  int b = 0;
+  for (int s = 1; s < 4; ++s)
+    if (best_err[s] < best_err[b] || (best_err[s] == best_err[b] && best[s] < best[b])) b = s;
+  *err = best_err[b];
+  return best[b];
+}
+/// The index of the point of a grid of magnitudes (Point(i): N bytes, element j in byte j) nearest
+/// the magnitudes of y[0..N) at scale s: the least Σ (|y_j| − s·g_j)²; 0 when s is 0.
+template <auto Point, int Points, int N>
+int nearest_point(const float* y, float s) {
+  if (!(s > 0)) return 0;
+  const GridTable& g = grid_table<Point, Points, N>();
+  float cost[N][16];
+  for (int j = 0; j < N; ++j)
+    for (int k = 0; k < g.nvalues; ++k) {
+      const float e = std::fabs(y[j]) - s * static_cast<float>(g.values[k]);
+      cost[j][k] = e * e;
+    }
+  float err;
+  return least_cost_point<Points, N>(g, cost, &err);
 }
 /// Bit j set where y[j] < 0 (j < 8).
 inline unsigned sign_bits(const float* y) {
@@ -74,19 +137,16 @@ inline int grid_scale(const float* y, int n, float gmax, float d, float offset, 
 /// The IQ1 grid point nearest 8 values at dl with the shift `delta`: the least
 /// Σ (y_j − dl·(g_j + delta))², which goes to *err; 0 (and no error) when dl is 0.
 inline int iq1_nearest(const float* y, float dl, float delta, float* err) {
-  int best = 0;
-  float best_err = INFINITY;
-  for (int i = 0; i < 2048 && dl > 0; ++i) {
-    const uint64_t g = kIq1sGrid[i];
-    float e2 = 0;
-    for (int j = 0; j < 8; ++j) {
-      const float e = y[j] - dl * (static_cast<float>(static_cast<int8_t>((g >> (8 * j)) & 0xFF)) + delta);
-      e2 += e * e;
+  *err = 0;
+  if (!(dl > 0)) return 0;
+  const GridTable& g = grid_table<iq1s_grid, 2048, 8>();
+  float cost[8][16];
+  for (int j = 0; j < 8; ++j)
+    for (int k = 0; k < g.nvalues; ++k) {
+      const float e = y[j] - dl * (static_cast<float>(static_cast<int8_t>(g.values[k])) + delta);
+      cost[j][k] = e * e;
     }
-    if (e2 < best_err) best_err = e2, best = i;
-  }
-  *err = dl > 0 ? best_err : 0;
-  return best;
+  return least_cost_point<2048, 8>(g, cost, err);
 }
 /// The code of the IQ4 value nearest v (a value over the scale).
 inline int iq4_code(float v) {
@@ -109,53 +169,44 @@ inline void quantize_block_iq2_xxs(const float* x, uint8_t* b) {
     uint32_t aux = static_cast<uint32_t>(s) << 28;
     for (int l = 0; l < 4; ++l) {
       const float* y = x + 32 * g + 8 * l;
-      b[2 + 8 * g + l] = static_cast<uint8_t>(nearest_point(iq2xxs_grid, 256, 8, y, db));
+      b[2 + 8 * g + l] = static_cast<uint8_t>(nearest_point<iq2xxs_grid, 256, 8>(y, db));
       aux |= even_sign_index(y) << (7 * l);
     }
     for (int k = 0; k < 4; ++k) b[2 + 8 * g + 4 + k] = static_cast<uint8_t>(aux >> (8 * k));
   }
 }
 
-/// IQ2_XS and IQ2_S: two 4-bit scales a group of 32, one for each 16.
-inline void quantize_block_iq2_xs(const float* x, uint8_t* b) {
+/// IQ2_XS and IQ2_S: two 4-bit scales a group of 32, one for each 16. IQ2_XS stores a u16 per 8
+/// values (a 9-bit index into 512 points, 7 sign bits), IQ2_S a 10-bit index into 1024 points
+/// (the low byte in qs, two bits in qh) and a whole sign byte.
+inline void quantize_block_iq2_xs_or_s(const float* x, uint8_t* b, bool iq2_s) {
   using namespace quant_detail;
   const uint16_t dh = grid_d(x, 16, 16, 43.0f, 0.5f, 15, 0.25f);
   const float d = f16_to_f32(dh);
-  std::memset(b, 0, 74);
+  const int scales = iq2_s ? 74 : 66;
+  std::memset(b, 0, iq2_s ? 82 : 74);
   put_f16(b, dh);
   for (int g = 0; g < 8; ++g) {
     int s[2];
     for (int h = 0; h < 2; ++h) s[h] = grid_scale(x + 32 * g + 16 * h, 16, 43.0f, d, 0.5f, 15, 0.25f);
-    b[66 + g] = static_cast<uint8_t>(s[0] | s[1] << 4);
+    b[scales + g] = static_cast<uint8_t>(s[0] | s[1] << 4);
     for (int l = 0; l < 4; ++l) {
       const float* y = x + 32 * g + 8 * l;
       const float db = d * (0.5f + static_cast<float>(s[l / 2])) * 0.25f;
-      const uint32_t q = static_cast<uint32_t>(nearest_point(iq2xs_grid, 512, 8, y, db)) | even_sign_index(y) << 9;
-      put_f16(b + 2 + 2 * (4 * g + l), static_cast<uint16_t>(q));  // a u16, little-endian
-    }
-  }
-}
-
-inline void quantize_block_iq2_s(const float* x, uint8_t* b) {
-  using namespace quant_detail;
-  const uint16_t dh = grid_d(x, 16, 16, 43.0f, 0.5f, 15, 0.25f);
-  const float d = f16_to_f32(dh);
-  std::memset(b, 0, 82);
-  put_f16(b, dh);
-  for (int g = 0; g < 8; ++g) {
-    int s[2];
-    for (int h = 0; h < 2; ++h) s[h] = grid_scale(x + 32 * g + 16 * h, 16, 43.0f, d, 0.5f, 15, 0.25f);
-    b[74 + g] = static_cast<uint8_t>(s[0] | s[1] << 4);
-    for (int l = 0; l < 4; ++l) {
-      const float* y = x + 32 * g + 8 * l;
-      const float db = d * (0.5f + static_cast<float>(s[l / 2])) * 0.25f;
-      const int index = nearest_point(iq2s_grid, 1024, 8, y, db);
+      if (!iq2_s) {
+        const uint32_t q = static_cast<uint32_t>(nearest_point<iq2xs_grid, 512, 8>(y, db)) | even_sign_index(y) << 9;
+        put_f16(b + 2 + 2 * (4 * g + l), static_cast<uint16_t>(q));  // a u16, little-endian
+        continue;
+      }
+      const int index = nearest_point<iq2s_grid, 1024, 8>(y, db);
       b[2 + 4 * g + l] = static_cast<uint8_t>(index & 0xFF);
       b[66 + g] |= static_cast<uint8_t>((index >> 8) << (2 * l));
-      b[34 + 4 * g + l] = static_cast<uint8_t>(sign_bits(y));  // IQ2_S stores all 8 signs
+      b[34 + 4 * g + l] = static_cast<uint8_t>(sign_bits(y));
     }
   }
 }
+inline void quantize_block_iq2_xs(const float* x, uint8_t* b) { quantize_block_iq2_xs_or_s(x, b, false); }
+inline void quantize_block_iq2_s(const float* x, uint8_t* b) { quantize_block_iq2_xs_or_s(x, b, true); }
 
 inline void quantize_block_iq3_xxs(const float* x, uint8_t* b) {
   using namespace quant_detail;
@@ -169,7 +220,7 @@ inline void quantize_block_iq3_xxs(const float* x, uint8_t* b) {
     uint32_t aux = static_cast<uint32_t>(s) << 28;
     for (int l = 0; l < 4; ++l) {
       const float* y = x + 32 * g + 8 * l;
-      for (int h = 0; h < 2; ++h) b[2 + 8 * g + 2 * l + h] = static_cast<uint8_t>(nearest_point(iq3xxs_grid, 256, 4, y + 4 * h, db));
+      for (int h = 0; h < 2; ++h) b[2 + 8 * g + 2 * l + h] = static_cast<uint8_t>(nearest_point<iq3xxs_grid, 256, 4>(y + 4 * h, db));
       aux |= even_sign_index(y) << (7 * l);
     }
     for (int k = 0; k < 4; ++k) b[66 + 4 * g + k] = static_cast<uint8_t>(aux >> (8 * k));
@@ -187,7 +238,7 @@ inline void quantize_block_iq3_s(const float* x, uint8_t* b) {
     const float db = d * static_cast<float>(1 + 2 * s);
     b[106 + g / 2] |= static_cast<uint8_t>(s << (4 * (g % 2)));
     for (int k = 0; k < 8; ++k) {  // the group's 8 points of 4
-      const int index = nearest_point(iq3s_grid, 512, 4, x + 32 * g + 4 * k, db);
+      const int index = nearest_point<iq3s_grid, 512, 4>(x + 32 * g + 4 * k, db);
       b[2 + 8 * g + k] = static_cast<uint8_t>(index & 0xFF);
       b[66 + g] |= static_cast<uint8_t>((index >> 8) << k);
     }

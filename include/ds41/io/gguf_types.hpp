@@ -80,6 +80,9 @@ enum class TensorType : uint32_t {
   kTQ1_0 = 34,  // ternary
   kTQ2_0 = 35,
   kMXFP4 = 39,  // blocks of 32: e8m0 exponent, 16 bytes; element j low nibble of qs[j], j+16 high
+  kNVFP4 = 40,  // blocks of 64: 4 UE4M3 scales (one per 16), 32 bytes of e2m1 codes
+  kQ1_0 = 41,   // ggml's 1- and 2-bit types with one f16 d
+  kQ2_0 = 42,
   kDs41Fp8Row = 1000,      // per row: K e4m3 codes, then K/32 e8m0 scales (engram tables)
   kDs41Fp8Block32 = 1001,  // [N,K] e4m3 codes, then ceil(N/32)·ceil(K/32) float32 block scales
 };
