@@ -15,8 +15,8 @@
 // unpack() gives back the row's block exactly, and the definition (core/ggml_quants.hpp) reads it.
 // F16 is its own case: a panel block is one column, the 8 rows' f16 values.
 //
-// The Q4/Q5 legacy types, IQ4_NL, IQ4_XS and TQ2_0 have per-element code fields too and are repacked
-// alike. The IQ grid types (indices over 8 or 4 elements) and TQ1_0 (base-3 digits) have none and
+// The Q4/Q5 legacy types, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, Q1_0 and Q2_0 have per-element code fields
+// too and are repacked alike. The IQ grid types (indices over 8 or 4 elements) and TQ1_0 (base-3 digits) have none and
 // are not repacked.
 #pragma once
 #include <array>
@@ -38,7 +38,8 @@ DS41_HD constexpr bool ggml_panel_type(GgmlType t) {
   switch (t) {
     case GgmlType::kF16: case GgmlType::kQ8_0: case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K:
     case GgmlType::kQ5_K: case GgmlType::kQ6_K: case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1: case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: case GgmlType::kTQ2_0: return true;
+    case GgmlType::kQ5_1: case GgmlType::kIQ4_NL: case GgmlType::kIQ4_XS: case GgmlType::kTQ2_0: case GgmlType::kNVFP4:
+    case GgmlType::kQ1_0: case GgmlType::kQ2_0: return true;
     default: return false;
   }
 }
@@ -60,6 +61,9 @@ DS41_HD constexpr GgmlPanelLayout ggml_panel_layout(GgmlType t) {
     case GgmlType::kQ5_1: l.header_end[0] = 4, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
     case GgmlType::kIQ4_XS: l.header_end[0] = 8, l.fields = 1, l.width[0] = 4; break;
     case GgmlType::kTQ2_0: l.header_begin[0] = 64, l.header_end[0] = 66, l.fields = 1, l.width[0] = 2; break;
+    case GgmlType::kNVFP4: l.header_end[0] = 4, l.fields = 1, l.width[0] = 4; break;
+    case GgmlType::kQ1_0: l.header_end[0] = 2, l.fields = 1, l.width[0] = 1; break;
+    case GgmlType::kQ2_0: l.header_end[0] = 2, l.fields = 1, l.width[0] = 2; break;
     default: break;
   }
   return l;
@@ -124,6 +128,13 @@ DS41_HD constexpr void ggml_code_place(GgmlType t, int f, int e, int* byte, int*
       *byte = 32 * (e / 128) + e % 32, *shift = 2 * ((e / 32) % 4);
       return;
     }
+    case GgmlType::kNVFP4: {  // sub-block s of 16: element j < 8 the low nibble of qs[8s + j], else the high one
+      const int sb = e / 16, j = e % 16;
+      *byte = 4 + 8 * sb + j % 8, *shift = 4 * (j / 8);
+      return;
+    }
+    case GgmlType::kQ1_0: *byte = 2 + e / 8, *shift = e % 8; return;
+    case GgmlType::kQ2_0: *byte = 2 + e / 4, *shift = 2 * (e % 4); return;
     default: *byte = 0, *shift = 0; return;
   }
 }

@@ -8,8 +8,8 @@
 // side by side run eight chains with one vector add. A tile is kGroups vectors of 8 rows (32 rows:
 // four independent chains for the decode GEMV).
 //
-// Two layouts. The host's upload repacks the types with per-element code fields (Q4_0..Q8_0, the
-// K-quants, IQ4_NL, IQ4_XS, TQ2_0, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
+// Two layouts. The host's upload repacks the types with per-element code fields (Q1_0..Q8_0, the
+// K-quants, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
 // where a column of 8 rows decodes straight into a vector (a broadcast, a variable shift and a
 // mask per code field): the decode GEMV decodes the tile's four panels side by side into its four
 // chains; T > 1 decodes each 256-column segment once into a column buffer and applies it to up to
@@ -264,6 +264,23 @@ inline __m256 iq4_values(__m256i code) {
   return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code), _mm256_permutevar8x32_ps(hi, code),
                           _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
 }
+/// The doubled e2m1 value of each lane's 4-bit code as a float (ggml's kvalues_mxfp4; code 8 is +0).
+inline __m256 fp4_doubled_values(__m256i code) {
+  const __m256 lo = _mm256_setr_ps(0, 1, 2, 3, 4, 6, 8, 12);
+  const __m256 hi = _mm256_setr_ps(0, -1, -2, -3, -4, -6, -8, -12);
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code), _mm256_permutevar8x32_ps(hi, code),
+                          _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+}
+/// nvfp4_half_scale of each lane's scale byte x (0..255): 0x7F gives 0; exponent 0 man·2^-10;
+/// else (1 + man/8)·2^(e−8) built from its bits.
+inline __m256 nvfp4_half_scales(__m256i x) {
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(x, 3), _mm256_set1_epi32(0xF)), man = _mm256_and_si256(x, _mm256_set1_epi32(7));
+  const __m256 normal = _mm256_castsi256_ps(
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(119)), 23), _mm256_slli_epi32(man, 20)));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(man), _mm256_set1_ps(0x1p-10f));
+  const __m256 v = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256())));
+  return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(0x7F))), v);
+}
 /// The 32-value legacy types and IQ4_NL: columns [0, n) (n a multiple of 32) of G panels, as
 /// decode_panels. kFive: Q5's fifth bits; kMin: the types with m (value q·d + m, else (q − off)·d);
 /// kNl: IQ4_NL (d·value[q]). Each operation as the scalar definition's, in its order.
@@ -488,6 +505,48 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
             v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), one)), d[g]);
           sink(e0 + J, v);
         });
+      return sink;
+    }
+    case GgmlType::kQ1_0: case GgmlType::kQ2_0: {  // Q1_0: d where the bit is set, −d where not; Q2_0: (q − 1)·d
+      const bool one = t == GgmlType::kQ1_0;
+      const int be = one ? 128 : 64, q = ggml_panel_field_offset(t, 0);
+      const long pbb = ggml_panel_block_bytes(t);
+      const __m256i zero = _mm256_setzero_si256(), onei = _mm256_set1_epi32(1);
+      const __m256 sign = _mm256_set1_ps(-0.0f);
+      for (int b = 0; b < n / be; ++b) {
+        const long at = b * pbb;
+        for (int g = 0; g < G; ++g) d[g] = header_f16(pb[g] + at, hb, 0);
+        for (int l = 0; l < be; l += 4)
+          unrolled<4>([&](auto J) {
+            for (int g = 0; g < G; ++g) {
+              if (one) {
+                const __m256i clear = _mm256_cmpeq_epi32(field_codes<1, J>(pb[g] + at + q, l), zero);
+                v[g] = _mm256_xor_ps(d[g], _mm256_and_ps(_mm256_castsi256_ps(clear), sign));
+              } else {
+                v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + at + q, l), onei)), d[g]);
+              }
+            }
+            sink(be * b + l + J, v);
+          });
+      }
+      return sink;
+    }
+    case GgmlType::kNVFP4: {  // sub-block s of 16: doubled e2m1 · half of UE4M3 scale s (nvfp4_half_scale)
+      const int q = ggml_panel_field_offset(t, 0);
+      const long pbb = ggml_panel_block_bytes(t);
+      for (int b = 0; b < n / 64; ++b) {
+        const long at = b * pbb;
+        __m256i scales[G];  // the four scale bytes of each lane's row: one gather
+        for (int g = 0; g < G; ++g) scales[g] = header_words(pb[g] + at, hb, 0);
+        for (int sb = 0; sb < 4; ++sb) {
+          for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb));
+          for (int j = 0; j < 16; ++j) {
+            const int e = 16 * sb + j;
+            for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(field_codes<4, 0>(pb[g] + at + q, e)), vd[g]);
+            sink(64 * b + e, v);
+          }
+        }
+      }
       return sink;
     }
     default: return sink;  // not a panel type
