@@ -55,8 +55,8 @@ class GgufExpertSource : public ExpertSource {
                                        std::to_string(layer));
     return out;
   }
-  /// Kept block types (ggml_linear_type: F16 and the block types but MXFP4): the staged bytes themselves, which the host
-  /// packs straight into the arena slot (no HostTensor copy). A block with a non-finite scale is
+  /// Kept block types (ggml_linear_type: F16 and every block type but MXFP4 and I8): the staged
+  /// bytes themselves, which the host packs straight into the arena slot (no HostTensor copy). A block with a non-finite scale is
   /// refused here, as decode() refuses it. Other types: false (decode()).
   bool views(int layer, int e, const uint8_t* const* parts, std::array<MatrixView, 3>& out,
              std::array<std::vector<float>, 3>& scales) const override {
