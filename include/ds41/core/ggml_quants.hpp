@@ -89,7 +89,7 @@ DS41_HD float mxfp4_half_scale(uint8_t e) { return bits_f32(e < 2 ? 0x00200000u 
 /// Twice the e2m1 value of a 4-bit code, as an integer (ggml's kvalues_mxfp4: 0 1 2 3 4 6 8 12,
 /// code 8 gives +0 like code 0, codes 9..15 the negatives): magnitudes m < 2 are m, the others
 /// (2 + m%2)·2^(m/2-1).
-DS41_HD int mxfp4_doubled_value(uint32_t code) {
+DS41_HD constexpr int mxfp4_doubled_value(uint32_t code) {
   const int m = static_cast<int>(code & 7u);
   const int mag = m < 2 ? m : (2 + (m & 1)) << (m / 2 - 1);
   return (code & 8u) ? -mag : mag;

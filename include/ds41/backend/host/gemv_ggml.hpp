@@ -24,6 +24,7 @@
 // asks for the AVX2 kernels (VectorIsa::kAvx2, which the tests use to run both).
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -256,21 +257,27 @@ inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
 inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
 
-/// IQ4's value of each lane's 4-bit code as a float (ggml's kvalues_iq4nl): the table's two
-/// halves permuted by the low 3 bits, the half chosen by bit 3.
-inline __m256 iq4_values(__m256i code) {
-  const __m256 lo = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
-  const __m256 hi = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
-  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code), _mm256_permutevar8x32_ps(hi, code),
+/// The float of each lane's 4-bit code in a 16-entry table: the table's two halves permuted by the
+/// low 3 bits, the half chosen by bit 3.
+inline __m256 table16(const float* table, __m256i code) {
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(table), code),
+                          _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), code),
                           _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
 }
-/// The doubled e2m1 value of each lane's 4-bit code as a float (ggml's kvalues_mxfp4; code 8 is +0).
-inline __m256 fp4_doubled_values(__m256i code) {
-  const __m256 lo = _mm256_setr_ps(0, 1, 2, 3, 4, 6, 8, 12);
-  const __m256 hi = _mm256_setr_ps(0, -1, -2, -3, -4, -6, -8, -12);
-  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code), _mm256_permutevar8x32_ps(hi, code),
-                          _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
-}
+/// ggml's 16-value tables as floats, from the definitions (core/ggml_grids.hpp, core/ggml_quants.hpp).
+inline constexpr auto kIq4Floats = [] {
+  std::array<float, 16> t{};
+  for (int c = 0; c < 16; ++c) t[c] = static_cast<float>(kIq4nlValues[c]);
+  return t;
+}();
+inline constexpr auto kFp4DoubledFloats = [] {
+  std::array<float, 16> t{};
+  for (int c = 0; c < 16; ++c) t[c] = static_cast<float>(mxfp4_doubled_value(static_cast<uint32_t>(c)));  // code 8: +0
+  return t;
+}();
+/// IQ4's value of each lane's code (kvalues_iq4nl); the doubled e2m1 value (kvalues_mxfp4).
+inline __m256 iq4_values(__m256i code) { return table16(kIq4Floats.data(), code); }
+inline __m256 fp4_doubled_values(__m256i code) { return table16(kFp4DoubledFloats.data(), code); }
 /// nvfp4_half_scale of each lane's scale byte x (0..255): 0x7F gives 0; exponent 0 man·2^-10;
 /// else (1 + man/8)·2^(e−8) built from its bits.
 inline __m256 nvfp4_half_scales(__m256i x) {
