@@ -136,18 +136,18 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
     for (; t + 4 <= tc; t += 4) {
       const float* xr = x + t * x_stride;
       __m512 a[4][2];
-      for (int r = 0; r < 4; ++r)
-        for (int h = 0; h < 2; ++h) a[r][h] = _mm512_load_ps(acc[t + r][2 * h]);
+      DS41_UNROLL for (int r = 0; r < 4; ++r)
+        DS41_UNROLL for (int h = 0; h < 2; ++h) a[r][h] = _mm512_load_ps(acc[t + r][2 * h]);
       for (int j = 0; j < n; ++j) {
         const __m512 c0 = _mm512_load_ps(cols[j][0]), c1 = _mm512_load_ps(cols[j][2]);
-        for (int r = 0; r < 4; ++r) {
+        DS41_UNROLL for (int r = 0; r < 4; ++r) {
           const __m512 xv = _mm512_set1_ps(xr[r * x_stride + j]);
           a[r][0] = _mm512_add_ps(a[r][0], _mm512_mul_ps(xv, c0));
           a[r][1] = _mm512_add_ps(a[r][1], _mm512_mul_ps(xv, c1));
         }
       }
-      for (int r = 0; r < 4; ++r)
-        for (int h = 0; h < 2; ++h) _mm512_store_ps(acc[t + r][2 * h], a[r][h]);
+      DS41_UNROLL for (int r = 0; r < 4; ++r)
+        DS41_UNROLL for (int h = 0; h < 2; ++h) _mm512_store_ps(acc[t + r][2 * h], a[r][h]);
     }
 #else
   (void)wide;
@@ -190,7 +190,7 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
   }
   for (; t < tc; ++t) {
     const float* xr = x + t * x_stride;
-    for (int g = 0; g < G; ++g) {
+    DS41_UNROLL for (int g = 0; g < G; ++g) {
       __m256 a = _mm256_load_ps(acc[t][g]);
       for (int j = 0; j < n; ++j) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(xr[j]), _mm256_load_ps(cols[j][g])));
       _mm256_store_ps(acc[t][g], a);
@@ -230,7 +230,8 @@ DS41_ALWAYS_INLINE __m256i field_codes(const uint8_t* field, int e0) {
 /// f(integral_constant<int, J>) for J = 0 .. N-1, unrolled (the field codes' shifts then constants).
 template <int N, class F>
 DS41_ALWAYS_INLINE void unrolled(F&& f) {
-  [&]<int... J>(std::integer_sequence<int, J...>) { (f(std::integral_constant<int, J>{}), ...); }(std::make_integer_sequence<int, N>{});
+  [&]<int... J>(std::integer_sequence<int, J...>) DS41_LAMBDA_INLINE { (f(std::integral_constant<int, J>{}), ...); }(
+      std::make_integer_sequence<int, N>{});
 }
 using ggml_detail::load_u16;
 using ggml_detail::load_u32;
@@ -250,9 +251,35 @@ inline __m256i header_words(const uint8_t* pb, int hb, int o) {
 inline __m256i word_byte(__m256i w, int b) { return _mm256_and_si256(_mm256_srli_epi32(w, 8 * b), _mm256_set1_epi32(0xFF)); }
 /// Lane i: row i's f16 at header byte o as a float (exact, as load_f16).
 inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
+  // a 2-byte header (d alone: Q4_0, Q5_0, IQ4_NL, Q1_0, Q2_0) is the 8 rows' f16s side by side:
+  // one load (8 scalar loads stored and reloaded whole wait for the store forwarding to fail)
+  if (hb == 2) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)));
+  if (hb == 4) {  // d and m (Q4_1, Q5_1) or d and scales_h: the f16 at o of each 4-byte header
+    const __m256i w = _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)), 8 * o);
+    const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi32(0xFFFF));
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)));
+  }
   alignas(16) uint16_t h[8];
   for (int i = 0; i < 8; ++i) h[i] = ggml_detail::load_u16(pb + hb * i + o);
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+/// a·b − c and a·b + c where the product a·b is exact (the K-quants' d·scale times a code: at most
+/// 11 + 6 + 5 = 22 significant bits; Q4_1/Q5_1's d times a 5-bit code): the scalar definition rounds
+/// the product, then the add; the product's rounding is the identity, so one FMA gives the same
+/// bits with one instruction fewer per column (the decode GEMV is bound by these instructions).
+DS41_ALWAYS_INLINE __m256 exact_mul_sub(__m256 a, __m256 b, __m256 c) {
+#if defined(__FMA__)
+  return _mm256_fmsub_ps(a, b, c);
+#else
+  return _mm256_sub_ps(_mm256_mul_ps(a, b), c);
+#endif
+}
+DS41_ALWAYS_INLINE __m256 exact_mul_add(__m256 a, __m256 b, __m256 c) {
+#if defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  return _mm256_add_ps(_mm256_mul_ps(a, b), c);
+#endif
 }
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
 inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
@@ -291,25 +318,25 @@ inline __m256 nvfp4_half_scales(__m256i x) {
 /// The 32-value legacy types and IQ4_NL: columns [0, n) (n a multiple of 32) of G panels, as
 /// decode_panels. kFive: Q5's fifth bits; kMin: the types with m (value q·d + m, else (q − off)·d);
 /// kNl: IQ4_NL (d·value[q]). Each operation as the scalar definition's, in its order.
-template <int G, bool kFive, bool kMin, bool kNl, class Sink>
-DS41_ALWAYS_INLINE Sink decode_panels_q32(GgmlType t, const uint8_t* const* pb, int n, Sink sink) {
+template <GgmlType t, int G, bool kFive, bool kMin, bool kNl, class Sink>
+DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink sink) {
   const int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0), qh = kFive ? ggml_panel_field_offset(t, 1) : 0;
   const long pbb = ggml_panel_block_bytes(t);
   const __m256i off = _mm256_set1_epi32(kFive ? 16 : 8);
   __m256 v[G], vd[G], vm[G];
   for (int b = 0; b < n / 32; ++b) {
     const long at = b * pbb;
-    for (int g = 0; g < G; ++g) {
+    DS41_UNROLL for (int g = 0; g < G; ++g) {
       vd[g] = header_f16(pb[g] + at, hb, 0);
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
     }
     for (int l = 0; l < 32; l += 4) {
-      unrolled<4>([&](auto J) {
-        for (int g = 0; g < G; ++g) {
+      unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           __m256i c = field_codes<4, 0>(pb[g] + at + q, l + J);
           if constexpr (kFive) c = _mm256_or_si256(c, _mm256_slli_epi32(field_codes<1, J>(pb[g] + at + qh, l), 4));
           if constexpr (kNl) v[g] = _mm256_mul_ps(vd[g], iq4_values(c));
-          else if constexpr (kMin) v[g] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(c), vd[g]), vm[g]);
+          else if constexpr (kMin) v[g] = exact_mul_add(_mm256_cvtepi32_ps(c), vd[g], vm[g]);
           else v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c, off)), vd[g]);
         }
         sink(32 * b + l + J, v);
@@ -326,8 +353,8 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(GgmlType t, const uint8_t* const* pb, 
 /// own, which the compiler keeps in registers; reached through a reference they would be stored
 /// and reloaded at every column, since the byte loads of the codes may alias anything (that cost
 /// the decode GEMV about half its time).
-template <int G, class Sink>
-inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink) {
+template <GgmlType t, int G, class Sink>
+inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
   using namespace ggml_detail;
   // the K-quants' per-block scales: each row's scale bytes gathered as 32-bit words once a block
   // (3-4 gathers; a gather per scale byte, 16-20 a block, left Q4_K 10% slower than scalar
@@ -337,19 +364,19 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
   const auto f16 = [&](int g, int o) { return header_f16(pb[g], hb, header_at(t, o)); };
   const __m256i m4 = _mm256_set1_epi32(0xF), m6 = _mm256_set1_epi32(63);
   __m256 v[G], vd[G], vm[G], d[G], dmin[G];
-  switch (t) {
-    case GgmlType::kF16:
+  {  // one type per instantiation (visit_panel_type): each compiles alone
+    if constexpr (t == GgmlType::kF16) {
       for (int e = 0; e < n; ++e) {
-        for (int g = 0; g < G; ++g) v[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + 16 * e)));
+        DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + 16 * e)));
         sink(e, v);
       }
       return sink;
-    case GgmlType::kQ8_0:
+    } else if constexpr (t == GgmlType::kQ8_0) {
       for (int b = 0; b < n / 32; ++b) {
         const long at = static_cast<long>(b) * 8 * 34;
-        for (int g = 0; g < G; ++g) vd[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + at)));
+        DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[g] + at)));
         for (int j = 0; j < 32; ++j) {
-          for (int g = 0; g < G; ++g) {
+          DS41_UNROLL for (int g = 0; g < G; ++g) {
             const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb[g] + at + 16 + 8 * j)));
             v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(c), vd[g]);
           }
@@ -357,37 +384,36 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
         }
       }
       return sink;
-    case GgmlType::kQ2_K: {  // scales[s]: scale in the low nibble, min in the high one
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 80), dmin[g] = f16(g, 82);
+    } else if constexpr (t == GgmlType::kQ2_K) {  // scales[s]: scale in the low nibble, min in the high one
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 80), dmin[g] = f16(g, 82);
       const int q = ggml_panel_field_offset(t, 0);
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
-      for (int g = 0; g < G; ++g)
+      DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
       for (int s = 0; s < 16; ++s) {
-        for (int g = 0; g < G; ++g) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           const __m256i sm = word_byte(words[g][s / 4], s % 4);
           vd[g] = scaled_lanes(d[g], _mm256_and_si256(sm, m4)), vm[g] = scaled_lanes(dmin[g], _mm256_srli_epi32(sm, 4));
         }
         for (int l = 0; l < 16; l += 4) {
           const int e0 = 16 * s + l;
-          unrolled<4>([&](auto J) {
-            for (int g = 0; g < G; ++g)
-              v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(field_codes<2, J>(pb[g] + q, e0))), vm[g]);
+          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+            DS41_UNROLL for (int g = 0; g < G; ++g)
+              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(field_codes<2, J>(pb[g] + q, e0)), vm[g]);
             sink(e0 + J, v);
           });
         }
       }
       return sink;
-    }
-    case GgmlType::kQ3_K: {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 108);
+    } else if constexpr (t == GgmlType::kQ3_K) {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 108);
       const int q = ggml_panel_field_offset(t, 0), hm = ggml_panel_field_offset(t, 1);
       const __m256i four = _mm256_set1_epi32(4), m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
-      for (int g = 0; g < G; ++g)
+      DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 96 + 4 * w));
       for (int s = 0; s < 16; ++s) {
-        for (int g = 0; g < G; ++g) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           const auto sb = [&](int k) { return word_byte(words[g][k / 4], k % 4); };  // scales[k]
           const __m256i low = _mm256_and_si256(_mm256_srli_epi32(sb(s % 8), 4 * (s / 8)), m4);
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(sb(8 + s % 4), 2 * (s / 4)), m3);
@@ -395,8 +421,8 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
         }
         for (int l = 0; l < 16; l += 4) {
           const int e0 = 16 * s + l;
-          unrolled<4>([&](auto J) {
-            for (int g = 0; g < G; ++g) {
+          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+            DS41_UNROLL for (int g = 0; g < G; ++g) {
               // low bits − (high bit clear ? 4 : 0) = low − 4 + 4·high
               const __m256i c = _mm256_add_epi32(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), four),
                                                  _mm256_slli_epi32(field_codes<1, J>(pb[g] + hm, e0), 2));
@@ -407,17 +433,15 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
         }
       }
       return sink;
-    }
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: {  // k_scale_min over scales[12] at block byte 4
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 0), dmin[g] = f16(g, 2);
+    } else if constexpr (t == GgmlType::kQ4_K || t == GgmlType::kQ5_K) {  // k_scale_min over scales[12] at block byte 4
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 0), dmin[g] = f16(g, 2);
       const int q = ggml_panel_field_offset(t, 0);
       const int qh = t == GgmlType::kQ5_K ? ggml_panel_field_offset(t, 1) : -1;
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
-      for (int g = 0; g < G; ++g)
+      DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 + 4 * w));
       for (int j = 0; j < 8; ++j) {
-        for (int g = 0; g < G; ++g) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           const auto sb = [&](int k) { return word_byte(words[g][k / 4], k % 4); };  // scales[k]
           __m256i sc, mn;
           if (j < 4) {
@@ -432,40 +456,39 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
         if (qh < 0) {  // Q4_K: a word per column (unrolled by 4 it ran 15% slower: 683 -> 802 us)
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
-            for (int g = 0; g < G; ++g)
-              v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(field_codes<4, 0>(pb[g] + q, e))), vm[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g)
+              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(field_codes<4, 0>(pb[g] + q, e)), vm[g]);
             sink(e, v);
           }
           continue;
         }
         for (int l = 0; l < 32; l += 4) {  // Q5_K: the fifth bits' word serves 4 columns
           const int e0 = 32 * j + l;
-          unrolled<4>([&](auto J) {
-            for (int g = 0; g < G; ++g) {
+          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+            DS41_UNROLL for (int g = 0; g < G; ++g) {
               const __m256i c = _mm256_add_epi32(field_codes<4, J>(pb[g] + q, e0),
                                                  _mm256_slli_epi32(field_codes<1, J>(pb[g] + qh, e0), 4));
-              v[g] = _mm256_sub_ps(_mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c)), vm[g]);
+              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(c), vm[g]);
             }
             sink(e0 + J, v);
           });
         }
       }
       return sink;
-    }
-    case GgmlType::kQ6_K: {  // scales[s]: int8 at block byte 192 + s
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 208);
+    } else if constexpr (t == GgmlType::kQ6_K) {  // scales[s]: int8 at block byte 192 + s
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 208);
       const int ql = ggml_panel_field_offset(t, 0), qh = ggml_panel_field_offset(t, 1);
       const __m256i off = _mm256_set1_epi32(32);
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
-      for (int g = 0; g < G; ++g)
+      DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 192 + 4 * w));
       for (int s = 0; s < 16; ++s) {  // 16 elements share a scale: scales[e / 16], an int8
-        for (int g = 0; g < G; ++g)
+        DS41_UNROLL for (int g = 0; g < G; ++g)
           vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(words[g][s / 4], 24 - 8 * (s % 4)), 24));
         for (int l = 0; l < 16; l += 4) {
           const int e0 = 16 * s + l;
-          unrolled<4>([&](auto J) {
-            for (int g = 0; g < G; ++g) {
+          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+            DS41_UNROLL for (int g = 0; g < G; ++g) {
               const __m256i c = _mm256_sub_epi32(
                   _mm256_or_si256(field_codes<4, J>(pb[g] + ql, e0), _mm256_slli_epi32(field_codes<2, J>(pb[g] + qh, e0), 4)), off);
               v[g] = _mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c));
@@ -475,46 +498,48 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
         }
       }
       return sink;
-    }
-    case GgmlType::kQ4_0: return decode_panels_q32<G, false, false, false>(t, pb, n, sink);
-    case GgmlType::kQ4_1: return decode_panels_q32<G, false, true, false>(t, pb, n, sink);
-    case GgmlType::kQ5_0: return decode_panels_q32<G, true, false, false>(t, pb, n, sink);
-    case GgmlType::kQ5_1: return decode_panels_q32<G, true, true, false>(t, pb, n, sink);
-    case GgmlType::kIQ4_NL: return decode_panels_q32<G, false, false, true>(t, pb, n, sink);
-    case GgmlType::kIQ4_XS: {  // group j's scale: scales_l's nibble j (bytes 4..7) and bits 2j of scales_h (bytes 2..3)
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 0);
+    } else if constexpr (t == GgmlType::kQ4_0) {
+      return decode_panels_q32<t, G, false, false, false>(pb, n, sink);
+    } else if constexpr (t == GgmlType::kQ4_1) {
+      return decode_panels_q32<t, G, false, true, false>(pb, n, sink);
+    } else if constexpr (t == GgmlType::kQ5_0) {
+      return decode_panels_q32<t, G, true, false, false>(pb, n, sink);
+    } else if constexpr (t == GgmlType::kQ5_1) {
+      return decode_panels_q32<t, G, true, true, false>(pb, n, sink);
+    } else if constexpr (t == GgmlType::kIQ4_NL) {
+      return decode_panels_q32<t, G, false, false, true>(pb, n, sink);
+    } else if constexpr (t == GgmlType::kIQ4_XS) {  // group j's scale: scales_l's nibble j (bytes 4..7) and bits 2j of scales_h (bytes 2..3)
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 0);
       const int q = ggml_panel_field_offset(t, 0);
       __m256i words[G][2];  // bytes 0..3 (d, scales_h) and 4..7 (scales_l): two gathers a block
-      for (int g = 0; g < G; ++g)
+      DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 2; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
       const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
       for (int j = 0; j < 8; ++j) {
-        for (int g = 0; g < G; ++g) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           const __m256i low = _mm256_and_si256(_mm256_srli_epi32(words[g][1], 4 * j), m4);  // byte j/2, nibble j%2
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(words[g][0], 16 + 2 * j), m3);
           vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
         }
         for (int l = 0; l < 32; ++l) {
           const int e = 32 * j + l;
-          for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(pb[g] + q, e)));
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(pb[g] + q, e)));
           sink(e, v);
         }
       }
       return sink;
-    }
-    case GgmlType::kTQ2_0: {  // (code − 1)·d
-      for (int g = 0; g < G; ++g) d[g] = f16(g, 64);
+    } else if constexpr (t == GgmlType::kTQ2_0) {  // (code − 1)·d
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 64);
       const int q = ggml_panel_field_offset(t, 0);
       const __m256i one = _mm256_set1_epi32(1);
       for (int e0 = 0; e0 < n; e0 += 4)
-        unrolled<4>([&](auto J) {
-          for (int g = 0; g < G; ++g)
+        unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+          DS41_UNROLL for (int g = 0; g < G; ++g)
             v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), one)), d[g]);
           sink(e0 + J, v);
         });
       return sink;
-    }
-    case GgmlType::kQ1_0: case GgmlType::kQ2_0: {  // Q1_0: d where the bit is set, −d where not; Q2_0: (q − 1)·d
+    } else if constexpr (t == GgmlType::kQ1_0 || t == GgmlType::kQ2_0) {  // Q1_0: d where the bit is set, −d where not; Q2_0: (q − 1)·d
       const bool one = t == GgmlType::kQ1_0;
       const int be = one ? 128 : 64, q = ggml_panel_field_offset(t, 0);
       const long pbb = ggml_panel_block_bytes(t);
@@ -522,10 +547,10 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
       const __m256 sign = _mm256_set1_ps(-0.0f);
       for (int b = 0; b < n / be; ++b) {
         const long at = b * pbb;
-        for (int g = 0; g < G; ++g) d[g] = header_f16(pb[g] + at, hb, 0);
+        DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = header_f16(pb[g] + at, hb, 0);
         for (int l = 0; l < be; l += 4)
-          unrolled<4>([&](auto J) {
-            for (int g = 0; g < G; ++g) {
+          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+            DS41_UNROLL for (int g = 0; g < G; ++g) {
               if (one) {
                 const __m256i clear = _mm256_cmpeq_epi32(field_codes<1, J>(pb[g] + at + q, l), zero);
                 v[g] = _mm256_xor_ps(d[g], _mm256_and_ps(_mm256_castsi256_ps(clear), sign));
@@ -537,32 +562,34 @@ inline Sink decode_panels(GgmlType t, const uint8_t* const* pb, int n, Sink sink
           });
       }
       return sink;
-    }
-    case GgmlType::kNVFP4: {  // sub-block s of 16: doubled e2m1 · half of UE4M3 scale s (nvfp4_half_scale)
+    } else if constexpr (t == GgmlType::kNVFP4) {  // sub-block s of 16: doubled e2m1 · half of UE4M3 scale s (nvfp4_half_scale)
       const int q = ggml_panel_field_offset(t, 0);
       const long pbb = ggml_panel_block_bytes(t);
       for (int b = 0; b < n / 64; ++b) {
         const long at = b * pbb;
         __m256i scales[G];  // the four scale bytes of each lane's row: one gather
-        for (int g = 0; g < G; ++g) scales[g] = header_words(pb[g] + at, hb, 0);
+        DS41_UNROLL for (int g = 0; g < G; ++g) scales[g] = header_words(pb[g] + at, hb, 0);
         for (int sb = 0; sb < 4; ++sb) {
-          for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb));
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb));
           for (int j = 0; j < 16; ++j) {
             const int e = 16 * sb + j;
-            for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(field_codes<4, 0>(pb[g] + at + q, e)), vd[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(field_codes<4, 0>(pb[g] + at + q, e)), vd[g]);
             sink(64 * b + e, v);
           }
         }
       }
       return sink;
+    } else {
+      static_assert(t != t, "decode_panels: not a panel type");
+      return sink;
     }
-    default: return sink;  // not a panel type
   }
 }
 
 /// One panel's columns [0, n) into cols[e][g] (the multi-row path's buffer: a column's groups side by side).
-inline void decode_panel(GgmlType t, const uint8_t* pb, int n, float (*cols)[kGroups][8], int g) {
-  decode_panels<1>(t, &pb, n, [cols, g](int e, const __m256* v) { _mm256_store_ps(cols[e][g], v[0]); });
+template <GgmlType t>
+void decode_panel(const uint8_t* pb, int n, float (*cols)[kGroups][8], int g) {
+  decode_panels<t, 1>(&pb, n, [cols, g](int e, const __m256* v) { _mm256_store_ps(cols[e][g], v[0]); });
 }
 
 /// The decode GEMV's sink: x[e] times each panel's column e added into its own chain.
@@ -571,15 +598,32 @@ struct ChainSink {
   __m256 a[kGroups];
   DS41_ALWAYS_INLINE void operator()(int e, const __m256* v) {
     const __m256 xv = _mm256_set1_ps(x[e]);
-    for (int g = 0; g < kGroups; ++g) a[g] = _mm256_add_ps(a[g], _mm256_mul_ps(xv, v[g]));
+    DS41_UNROLL for (int g = 0; g < kGroups; ++g) a[g] = _mm256_add_ps(a[g], _mm256_mul_ps(xv, v[g]));
   }
 };
 
-/// Rows [n_begin, n_end) of y for kGgmlBlocks weights in panels.
-inline void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                               OutRound round, int n_begin, int n_end, bool wide) {
+/// f(std::integral_constant<GgmlType, t>{}) for the panel type t (ggml_panel_type): the one
+/// dispatch from the runtime type to the panel kernel's template, so that each type's loops
+/// compile on their own (one function for every type let the compiler's choices for one type move
+/// another's time by 15-45%).
+template <class F>
+void visit_panel_type(GgmlType t, F&& f) {
+  if (t == GgmlType::kF16) return f(std::integral_constant<GgmlType, GgmlType::kF16>{});
+  visit_ggml_block_format(
+      t,
+      [&](auto format) {
+        constexpr GgmlType kType = decltype(format)::kType;
+        if constexpr (ggml_panel_type(kType)) f(std::integral_constant<GgmlType, kType>{});
+      },
+      [] {});
+}
+
+/// Rows [n_begin, n_end) of y for kGgmlBlocks weights of type t in panels.
+template <GgmlType t>
+void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                        OutRound round, int n_begin, int n_end, bool wide) {
   const int K = w.cols;
-  const int be = ggml_block_elems(w.ggml_type);
+  constexpr int be = ggml_block_elems(t);
   alignas(64) float cols[kSegment][kGroups][8];
   alignas(64) float acc[kRowChunk][kGroups][8];
   // the view may start inside a panel (row_slice): its row n is stored row w.row0 + n
@@ -595,20 +639,20 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
         const int n = std::min(kSegment, K - k0);
         if (tc == 1 && G == kGroups) {  // the decode GEMV: columns straight into four chains
           const uint8_t* pb[kGroups];
-          for (int g = 0; g < kGroups; ++g) pb[g] = w.ggml_panel_block(s0 / kPanelRows + g, k0 / be);
+          DS41_UNROLL for (int g = 0; g < kGroups; ++g) pb[g] = w.ggml_panel_block(s0 / kPanelRows + g, k0 / be);
           ChainSink chains{x + t0 * x_stride + k0, {}};
-          for (int g = 0; g < kGroups; ++g) chains.a[g] = _mm256_load_ps(acc[0][g]);
-          chains = decode_panels<kGroups>(w.ggml_type, pb, n, chains);
-          for (int g = 0; g < kGroups; ++g) _mm256_store_ps(acc[0][g], chains.a[g]);
+          DS41_UNROLL for (int g = 0; g < kGroups; ++g) chains.a[g] = _mm256_load_ps(acc[0][g]);
+          chains = decode_panels<t, kGroups>(pb, n, chains);
+          DS41_UNROLL for (int g = 0; g < kGroups; ++g) _mm256_store_ps(acc[0][g], chains.a[g]);
           continue;
         }
-        for (int g = 0; g < G; ++g) decode_panel(w.ggml_type, w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols, g);
+        DS41_UNROLL for (int g = 0; g < G; ++g) decode_panel<t>(w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols, g);
         apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide);
       }
-      for (int t = 0; t < tc; ++t)
+      for (int i = 0; i < tc; ++i)
         for (int r = 0; r < rows_here; ++r) {
           const int lane = lane0 + r;
-          y[(t0 + t) * y_stride + n0 + r] = apply_round(acc[t][lane / kPanelRows][lane % kPanelRows], round);
+          y[(t0 + i) * y_stride + n0 + r] = apply_round(acc[i][lane / kPanelRows][lane % kPanelRows], round);
         }
     }
     n0 += rows_here;
@@ -621,8 +665,12 @@ inline void linear_rows_panels(const float* x, long T, long x_stride, const Matr
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                         OutRound round, int n_begin, int n_end, bool wide = true) {
 #if defined(DS41_HOST_GGML_PANELS)
-  if (w.layout == WeightLayout::kPanels8)
-    return linear_rows_panels(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, wide);
+  if (w.layout == WeightLayout::kPanels8) {
+    visit_panel_type(w.ggml_type, [&](auto type) {
+      linear_rows_panels<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, wide);
+    });
+    return;
+  }
 #endif
   if (w.layout == WeightLayout::kPanels8) return linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
   const int K = w.cols;
@@ -641,15 +689,15 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
       for (int k0 = 0; k0 < K; k0 += kSegment) {
         const int n = std::min(kSegment, K - k0);
         const long byte0 = static_cast<long>(k0 / be) * bb;
-        for (int g = 0; g < G; ++g) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) {
           for (int i = 0; i < 8; ++i)
             decode_segment(w.ggml_type, data + static_cast<long>(n0 + 8 * g + i) * row_bytes + byte0, n, rowbuf[i]);
           int j = 0;
           for (; j + 8 <= n; j += 8) {
             __m256 c[8];
-            for (int i = 0; i < 8; ++i) c[i] = _mm256_load_ps(rowbuf[i] + j);
+            DS41_UNROLL for (int i = 0; i < 8; ++i) c[i] = _mm256_load_ps(rowbuf[i] + j);
             avx2::transpose8(c);
-            for (int i = 0; i < 8; ++i) _mm256_store_ps(cols[j + i][g], c[i]);
+            DS41_UNROLL for (int i = 0; i < 8; ++i) _mm256_store_ps(cols[j + i][g], c[i]);
           }
           for (; j < n; ++j)
             for (int i = 0; i < 8; ++i) cols[j][g][i] = rowbuf[i][j];
@@ -657,7 +705,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
         apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide);
       }
       for (int t = 0; t < tc; ++t)
-        for (int g = 0; g < G; ++g)
+        DS41_UNROLL for (int g = 0; g < G; ++g)
           for (int i = 0; i < 8; ++i) y[(t0 + t) * y_stride + n0 + 8 * g + i] = apply_round(acc[t][g][i], round);
     }
     n0 += 8 * G;

@@ -52,7 +52,7 @@ inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
     const uint8_t* group = blk + 2 + 8 * g;
     const uint32_t aux = load_u32(group + 4);
     const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
-    for (int l = 0; l < 4; ++l) put8(out + 32 * g + 8 * l, db, iq2xxs_grid(group[l]), iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
+    DS41_UNROLL for (int l = 0; l < 4; ++l) put8(out + 32 * g + 8 * l, db, iq2xxs_grid(group[l]), iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
   }
 }
 inline void decode_iq2_xs(const uint8_t* blk, float* out) {
@@ -61,7 +61,7 @@ inline void decode_iq2_xs(const uint8_t* blk, float* out) {
   for (int g = 0; g < 8; ++g) {
     __m256 db[2];
     iq2_scales(d, blk[66 + g], db);
-    for (int l = 0; l < 4; ++l) {
+    DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint32_t q = load_u16(blk + 2 + 2 * (4 * g + l));
       put8(out + 32 * g + 8 * l, db[l / 2], iq2xs_grid(static_cast<int>(q & 511u)), iq2xs_signs(static_cast<int>(q >> 9)));
     }
@@ -73,7 +73,7 @@ inline void decode_iq2_s(const uint8_t* blk, float* out) {
   for (int g = 0; g < 8; ++g) {
     __m256 db[2];
     iq2_scales(d, blk[74 + g], db);
-    for (int l = 0; l < 4; ++l) {
+    DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const int index = blk[2 + 4 * g + l] | ((blk[66 + g] << (8 - 2 * l)) & 0x300);
       put8(out + 32 * g + 8 * l, db[l / 2], iq2s_grid(index), blk[34 + 4 * g + l]);
     }
@@ -86,7 +86,7 @@ inline void decode_iq3_xxs(const uint8_t* blk, float* out) {
     const uint8_t* qs = blk + 2 + 8 * g;
     const uint32_t aux = load_u32(blk + 66 + 4 * g);
     const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f);
-    for (int l = 0; l < 4; ++l) {
+    DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint64_t mags = iq3xxs_grid(qs[2 * l]) | static_cast<uint64_t>(iq3xxs_grid(qs[2 * l + 1])) << 32;
       put8(out + 32 * g + 8 * l, db, mags, iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
     }
@@ -98,7 +98,7 @@ inline void decode_iq3_s(const uint8_t* blk, float* out) {
   for (int g = 0; g < 8; ++g) {
     const __m256 db = _mm256_set1_ps(d * ggml_detail::to_float(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0xF)));
     const uint8_t qh = blk[66 + g];
-    for (int l = 0; l < 4; ++l) {
+    DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint8_t* qs = blk + 2 + 8 * g + 2 * l;
       const uint64_t mags = iq3s_grid(qs[0] | ((qh << (8 - 2 * l)) & 256)) |
                             static_cast<uint64_t>(iq3s_grid(qs[1] | ((qh << (7 - 2 * l)) & 256))) << 32;
@@ -113,7 +113,7 @@ inline void decode_iq1_s(const uint8_t* blk, float* out) {
     const uint32_t qh = load_u16(blk + 34 + 2 * g);
     const __m256 dl = _mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((qh >> 12) & 7) + 1)));
     const float delta = (qh & 0x8000u) ? -kIq1Delta : kIq1Delta;
-    for (int l = 0; l < 4; ++l)
+    DS41_UNROLL for (int l = 0; l < 4; ++l)
       put8_iq1(out + 32 * g + 8 * l, dl, iq1s_grid(static_cast<int>(blk[2 + 4 * g + l] | (((qh >> (3 * l)) & 7u) << 8))), delta);
   }
 }
@@ -124,7 +124,7 @@ inline void decode_iq1_m(const uint8_t* blk, float* out) {
     const uint32_t sc = load_u16(blk + 48 + 2 * (g / 2));
     const __m256 dl[2] = {_mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((sc >> (6 * (g % 2))) & 7) + 1))),
                           _mm256_set1_ps(d * ggml_detail::to_float(static_cast<int>(2 * ((sc >> (6 * (g % 2) + 3)) & 7) + 1)))};
-    for (int l = 0; l < 4; ++l) {
+    DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint32_t qh = blk[32 + 2 * g + l / 2] >> (4 * (l % 2));
       // ±1/8 by its sign bit, without a branch (the bit is random in real blocks)
       const float delta = bits_f32(f32_bits(kIq1Delta) | (qh & 8u) << 28);
