@@ -31,6 +31,10 @@ struct GgmlPanelLayout {
   int header_begin[2] = {0, 0}, header_end[2] = {0, 0};  // byte ranges kept per row (the second may be empty)
   int fields = 0;                                         // code fields (1 or 2)
   int width[2] = {0, 0};                                  // bits of each field per element
+  // joined (Q3_K): the two fields are stored as one code of width[0] + width[1] bits, field 1 the
+  // high bits, so that a column's 8 codes are one 24-bit word and a code indexes a table of its
+  // values (the decode: one shift and one permute, instead of two shifts, two masks and the adds)
+  bool joined = false;
 };
 
 /// Whether a kept ggml type is repacked into panels.
@@ -51,7 +55,9 @@ DS41_HD constexpr GgmlPanelLayout ggml_panel_layout(GgmlType t) {
     case GgmlType::kQ2_K:
       l.header_end[0] = 16, l.header_begin[1] = 80, l.header_end[1] = 84, l.fields = 1, l.width[0] = 2;
       break;
-    case GgmlType::kQ3_K: l.header_begin[0] = 96, l.header_end[0] = 110, l.fields = 2, l.width[0] = 2, l.width[1] = 1; break;
+    case GgmlType::kQ3_K:
+      l.header_begin[0] = 96, l.header_end[0] = 110, l.fields = 2, l.width[0] = 2, l.width[1] = 1, l.joined = true;
+      break;
     case GgmlType::kQ4_K: l.header_end[0] = 16, l.fields = 1, l.width[0] = 4; break;
     case GgmlType::kQ5_K: l.header_end[0] = 16, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
     case GgmlType::kQ6_K: l.header_begin[0] = 192, l.header_end[0] = 210, l.fields = 2, l.width[0] = 4, l.width[1] = 2; break;
@@ -74,10 +80,16 @@ DS41_HD constexpr int ggml_panel_header_bytes(GgmlType t) {
 }
 /// Bytes of one panel block: 8 blocks (F16: 8 values).
 DS41_HD constexpr long ggml_panel_block_bytes(GgmlType t) { return 8L * ggml_block_bytes(t); }
-/// Byte offset of field f's columns in a panel block.
+/// Byte offset of field f's columns in a panel block (a joined layout stores one field, f = 0).
 DS41_HD constexpr int ggml_panel_field_offset(GgmlType t, int f) {
   const GgmlPanelLayout l = ggml_panel_layout(t);
   return 8 * ggml_panel_header_bytes(t) + (f == 0 ? 0 : ggml_block_elems(t) * l.width[0]);
+}
+/// The fields as stored: one of width[0] + width[1] bits where the layout is joined.
+DS41_HD constexpr int ggml_panel_stored_fields(GgmlType t) { return ggml_panel_layout(t).joined ? 1 : ggml_panel_layout(t).fields; }
+DS41_HD constexpr int ggml_panel_stored_width(GgmlType t, int f) {
+  const GgmlPanelLayout l = ggml_panel_layout(t);
+  return l.joined ? l.width[0] + l.width[1] : l.width[f];
 }
 
 /// Where field f of element e lies in a block of t: its byte and the shift of its bits.
@@ -184,9 +196,9 @@ inline void ggml_panel_pack(GgmlType t, const uint8_t* const rows_in[8], uint8_t
       h += len;
     }
   }
-  for (int f = 0; f < l.fields; ++f) {
-    const int w = l.width[f];
-    const unsigned mask = (1u << w) - 1u;
+  for (int f = 0; f < ggml_panel_stored_fields(t); ++f) {
+    const int w = ggml_panel_stored_width(t, f);
+    const unsigned mask = (1u << l.width[f]) - 1u;
     uint8_t* col0 = out + ggml_panel_field_offset(t, f);
     if (w == 8) {  // whole bytes (Q8_0): a byte transpose
       for (int e = 0; e < be; ++e)
@@ -196,7 +208,12 @@ inline void ggml_panel_pack(GgmlType t, const uint8_t* const rows_in[8], uint8_t
     for (int e = 0; e < be; ++e) {
       const int byte = places.byte[f][e], shift = places.shift[f][e];
       uint64_t word = 0;
-      for (int i = 0; i < 8; ++i) word |= static_cast<uint64_t>((rows[i][byte] >> shift) & mask) << (w * i);
+      for (int i = 0; i < 8; ++i) {
+        unsigned code = (rows[i][byte] >> shift) & mask;
+        if (l.joined)  // field 1's bits above field 0's
+          code |= ((rows[i][places.byte[1][e]] >> places.shift[1][e]) & ((1u << l.width[1]) - 1u)) << l.width[0];
+        word |= static_cast<uint64_t>(code) << (w * i);
+      }
       for (int k = 0; k < w; ++k) col0[e * w + k] = static_cast<uint8_t>(word >> (8 * k));  // little-endian
     }
   }
@@ -215,15 +232,21 @@ DS41_HD void ggml_panel_unpack(GgmlType t, const uint8_t* in, int i, uint8_t* bl
   int at = H * i;
   for (int r = 0; r < 2; ++r)
     for (int o = l.header_begin[r]; o < l.header_end[r]; ++o) block[o] = in[at++];
-  for (int f = 0; f < l.fields; ++f) {
-    const int w = l.width[f];
+  for (int f = 0; f < ggml_panel_stored_fields(t); ++f) {
+    const int w = ggml_panel_stored_width(t, f);
     const uint8_t* col0 = in + ggml_panel_field_offset(t, f);
     for (int e = 0; e < be; ++e) {
-      int byte, shift;
-      ggml_code_place(t, f, e, &byte, &shift);
-      const int bit = w * i;
-      const unsigned code = (col0[e * w + bit / 8] >> (bit % 8)) & ((1u << w) - 1u);
-      block[byte] |= static_cast<uint8_t>(code << shift);
+      // row i's code: bits [w·i, w·i + w) of the column's w bytes (a 3-bit code may cross a byte)
+      const int bit = w * i, at = e * w + bit / 8;
+      const unsigned two = col0[at] | (bit % 8 + w > 8 ? static_cast<unsigned>(col0[at + 1]) << 8 : 0u);
+      const unsigned code = (two >> (bit % 8)) & ((1u << w) - 1u);
+      for (int part = 0; part < (l.joined ? 2 : 1); ++part) {
+        const int pf = l.joined ? part : f;
+        int byte, shift;
+        ggml_code_place(t, pf, e, &byte, &shift);
+        const unsigned bits = (code >> (part == 1 ? l.width[0] : 0)) & ((1u << l.width[pf]) - 1u);
+        block[byte] |= static_cast<uint8_t>(bits << shift);
+      }
     }
   }
 }

@@ -227,6 +227,16 @@ DS41_ALWAYS_INLINE __m256i field_codes(const uint8_t* field, int e0) {
   return _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(8 * W * kJ))),
                           _mm256_set1_epi32((1 << W) - 1));
 }
+/// The float value of each lane's 2-bit code at column e0 + J: table[code] for a 4-entry table, by
+/// one permute of the table written twice (the permute reads the low 3 bits, the shifted word's
+/// third is the next row's: no mask, and no integer conversion on the FP ports).
+template <int J>
+DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 table_twice) {
+  constexpr int kJ = J % 2;
+  const __m256i word = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + (e0 + J - kJ) * 2)));
+  const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  return _mm256_permutevar8x32_ps(table_twice, _mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(16 * kJ))));
+}
 /// f(integral_constant<int, J>) for J = 0 .. N-1, unrolled (the field codes' shifts then constants).
 template <int N, class F>
 DS41_ALWAYS_INLINE void unrolled(F&& f) {
@@ -387,6 +397,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
     } else if constexpr (t == GgmlType::kQ2_K) {  // scales[s]: scale in the low nibble, min in the high one
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 80), dmin[g] = f16(g, 82);
       const int q = ggml_panel_field_offset(t, 0);
+      const __m256 codes2 = _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3);
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
@@ -399,7 +410,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           const int e0 = 16 * s + l;
           unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
             DS41_UNROLL for (int g = 0; g < G; ++g)
-              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(field_codes<2, J>(pb[g] + q, e0)), vm[g]);
+              v[g] = exact_mul_sub(vd[g], field_values2<J>(pb[g] + q, e0, codes2), vm[g]);
             sink(e0 + J, v);
           });
         }
@@ -407,8 +418,15 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       return sink;
     } else if constexpr (t == GgmlType::kQ3_K) {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 108);
-      const int q = ggml_panel_field_offset(t, 0), hm = ggml_panel_field_offset(t, 1);
-      const __m256i four = _mm256_set1_epi32(4), m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
+      // the joined 3-bit code (low bits | high bit << 2, ggml_panels.hpp) is the value + 4: a permute
+      // of the table −4..3 by it (which reads its 3 low bits) is the value as a float. Column e's
+      // 24 bits are read as the 32-bit word that ends with them (its first byte the column before's,
+      // or the headers' last: never past the panel block)
+      const int q = ggml_panel_field_offset(t, 0);
+      static_assert(ggml_panel_layout(t).joined && ggml_panel_field_offset(t, 0) >= 1);
+      const __m256 values = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
+      const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
+      const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 96 + 4 * w));
@@ -419,17 +437,13 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(sb(8 + s % 4), 2 * (s / 4)), m3);
           vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
         }
-        for (int l = 0; l < 16; l += 4) {
-          const int e0 = 16 * s + l;
-          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
-            DS41_UNROLL for (int g = 0; g < G; ++g) {
-              // low bits − (high bit clear ? 4 : 0) = low − 4 + 4·high
-              const __m256i c = _mm256_add_epi32(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), four),
-                                                 _mm256_slli_epi32(field_codes<1, J>(pb[g] + hm, e0), 2));
-              v[g] = _mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c));
-            }
-            sink(e0 + J, v);
-          });
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          DS41_UNROLL for (int g = 0; g < G; ++g) {
+            const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(pb[g] + q + 3 * e - 1)));
+            v[g] = _mm256_mul_ps(vd[g], _mm256_permutevar8x32_ps(values, _mm256_srlv_epi32(word, shifts)));
+          }
+          sink(e, v);
         }
       }
       return sink;
@@ -531,11 +545,11 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
     } else if constexpr (t == GgmlType::kTQ2_0) {  // (code − 1)·d
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 64);
       const int q = ggml_panel_field_offset(t, 0);
-      const __m256i one = _mm256_set1_epi32(1);
+      const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);  // code − 1
       for (int e0 = 0; e0 < n; e0 += 4)
         unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
           DS41_UNROLL for (int g = 0; g < G; ++g)
-            v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + q, e0), one)), d[g]);
+            v[g] = _mm256_mul_ps(field_values2<J>(pb[g] + q, e0, minus_one), d[g]);
           sink(e0 + J, v);
         });
       return sink;
@@ -543,7 +557,8 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       const bool one = t == GgmlType::kQ1_0;
       const int be = one ? 128 : 64, q = ggml_panel_field_offset(t, 0);
       const long pbb = ggml_panel_block_bytes(t);
-      const __m256i zero = _mm256_setzero_si256(), onei = _mm256_set1_epi32(1);
+      const __m256i zero = _mm256_setzero_si256();
+      const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);  // Q2_0: code − 1
       const __m256 sign = _mm256_set1_ps(-0.0f);
       for (int b = 0; b < n / be; ++b) {
         const long at = b * pbb;
@@ -555,7 +570,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
                 const __m256i clear = _mm256_cmpeq_epi32(field_codes<1, J>(pb[g] + at + q, l), zero);
                 v[g] = _mm256_xor_ps(d[g], _mm256_and_ps(_mm256_castsi256_ps(clear), sign));
               } else {
-                v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(field_codes<2, J>(pb[g] + at + q, l), onei)), d[g]);
+                v[g] = _mm256_mul_ps(field_values2<J>(pb[g] + at + q, l, minus_one), d[g]);
               }
             }
             sink(be * b + l + J, v);
