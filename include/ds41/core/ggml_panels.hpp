@@ -31,9 +31,10 @@ struct GgmlPanelLayout {
   int header_begin[2] = {0, 0}, header_end[2] = {0, 0};  // byte ranges kept per row (the second may be empty)
   int fields = 0;                                         // code fields (1 or 2)
   int width[2] = {0, 0};                                  // bits of each field per element
-  // joined (Q3_K): the two fields are stored as one code of width[0] + width[1] bits, field 1 the
-  // high bits, so that a column's 8 codes are one 24-bit word and a code indexes a table of its
-  // values (the decode: one shift and one permute, instead of two shifts, two masks and the adds)
+  // joined (Q3_K, Q5_0, Q5_1, Q5_K, Q6_K): the two fields are stored as one code of width[0] + width[1] bits, field 1
+  // the high bits, so that one shift and one mask give a lane its whole code (Q3_K's 3-bit codes
+  // index a table of their values; Q5_K's and Q6_K's are the low bits | the high ones << 4), instead of two shifts, two
+  // masks and the adds that join them
   bool joined = false;
 };
 
@@ -59,12 +60,14 @@ DS41_HD constexpr GgmlPanelLayout ggml_panel_layout(GgmlType t) {
       l.header_begin[0] = 96, l.header_end[0] = 110, l.fields = 2, l.width[0] = 2, l.width[1] = 1, l.joined = true;
       break;
     case GgmlType::kQ4_K: l.header_end[0] = 16, l.fields = 1, l.width[0] = 4; break;
-    case GgmlType::kQ5_K: l.header_end[0] = 16, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
-    case GgmlType::kQ6_K: l.header_begin[0] = 192, l.header_end[0] = 210, l.fields = 2, l.width[0] = 4, l.width[1] = 2; break;
+    case GgmlType::kQ5_K: l.header_end[0] = 16, l.fields = 2, l.width[0] = 4, l.width[1] = 1, l.joined = true; break;
+    case GgmlType::kQ6_K:
+      l.header_begin[0] = 192, l.header_end[0] = 210, l.fields = 2, l.width[0] = 4, l.width[1] = 2, l.joined = true;
+      break;
     case GgmlType::kQ4_0: case GgmlType::kIQ4_NL: l.header_end[0] = 2, l.fields = 1, l.width[0] = 4; break;
     case GgmlType::kQ4_1: l.header_end[0] = 4, l.fields = 1, l.width[0] = 4; break;
-    case GgmlType::kQ5_0: l.header_end[0] = 2, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
-    case GgmlType::kQ5_1: l.header_end[0] = 4, l.fields = 2, l.width[0] = 4, l.width[1] = 1; break;
+    case GgmlType::kQ5_0: l.header_end[0] = 2, l.fields = 2, l.width[0] = 4, l.width[1] = 1, l.joined = true; break;
+    case GgmlType::kQ5_1: l.header_end[0] = 4, l.fields = 2, l.width[0] = 4, l.width[1] = 1, l.joined = true; break;
     case GgmlType::kIQ4_XS: l.header_end[0] = 8, l.fields = 1, l.width[0] = 4; break;
     case GgmlType::kTQ2_0: l.header_begin[0] = 64, l.header_end[0] = 66, l.fields = 1, l.width[0] = 2; break;
     case GgmlType::kNVFP4: l.header_end[0] = 4, l.fields = 1, l.width[0] = 4; break;

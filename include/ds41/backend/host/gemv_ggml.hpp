@@ -294,6 +294,21 @@ DS41_ALWAYS_INLINE __m256 exact_mul_add(__m256 a, __m256 b, __m256 c) {
 /// d · float(integer scale) lane by lane: the scalar code's `d * to_float(sc)`, one rounding.
 inline __m256 scaled_lanes(__m256 d, __m256i sc) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)); }
 
+/// The K-quants' k_scale_min for sub-block j, lane by lane (words: scales[0..11] of each lane's
+/// row), then vd = d·scale and vm = dmin·min.
+DS41_ALWAYS_INLINE void k_scale_min_lanes(const __m256i words[3], int j, __m256 d, __m256 dmin, __m256& vd, __m256& vm) {
+  const __m256i m4 = _mm256_set1_epi32(0xF), m6 = _mm256_set1_epi32(63);
+  const auto sb = [&](int k) { return word_byte(words[k / 4], k % 4); };  // scales[k]
+  __m256i sc, mn;
+  if (j < 4) {
+    sc = _mm256_and_si256(sb(j), m6), mn = _mm256_and_si256(sb(j + 4), m6);
+  } else {
+    const __m256i hi = sb(j + 4);
+    sc = _mm256_or_si256(_mm256_and_si256(hi, m4), _mm256_slli_epi32(_mm256_srli_epi32(sb(j - 4), 6), 4));
+    mn = _mm256_or_si256(_mm256_srli_epi32(hi, 4), _mm256_slli_epi32(_mm256_srli_epi32(sb(j), 6), 4));
+  }
+  vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
+}
 /// The float of each lane's 4-bit code in a 16-entry table: the table's two halves permuted by the
 /// low 3 bits, the half chosen by bit 3.
 inline __m256 table16(const float* table, __m256i code) {
@@ -326,31 +341,63 @@ inline __m256 nvfp4_half_scales(__m256i x) {
   return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(0x7F))), v);
 }
 /// The 32-value legacy types and IQ4_NL: columns [0, n) (n a multiple of 32) of G panels, as
-/// decode_panels. kFive: Q5's fifth bits; kMin: the types with m (value q·d + m, else (q − off)·d);
-/// kNl: IQ4_NL (d·value[q]). Each operation as the scalar definition's, in its order.
+/// decode_panels. kFive: Q5's joined 5-bit codes (ggml_panels.hpp); kMin: the types with m (value
+/// q·d + m, else (q − off)·d); kNl: IQ4_NL (d·value[q]). Each value as the scalar definition's:
+/// (q − off)·d and q·d are exact in f32 (11 + 5 bits), so q·d − off·d and q·d + m in one FMA
+/// are its bits (a zero may come out +0 for its −0, which a sum from +0 never tells apart).
 template <GgmlType t, int G, bool kFive, bool kMin, bool kNl, class Sink>
 DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink sink) {
-  const int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0), qh = kFive ? ggml_panel_field_offset(t, 1) : 0;
-  const long pbb = ggml_panel_block_bytes(t);
-  const __m256i off = _mm256_set1_epi32(kFive ? 16 : 8);
-  __m256 v[G], vd[G], vm[G];
+  constexpr int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0);
+  static_assert(ggml_panel_layout(t).joined == kFive);
+  constexpr long pbb = ggml_panel_block_bytes(t);
+  const __m256 off = _mm256_set1_ps(kFive ? 16.0f : 8.0f);
+  // Q5: column e's 40 bits at q + 5e, rows 0..5 from the word at its first byte, 6 and 7 from the
+  // word at its second (bits 8..39)
+  const __m256i shifts5 = _mm256_setr_epi32(0, 5, 10, 15, 20, 25, 22, 27), m31 = _mm256_set1_epi32(31);
+#if defined(__AVX512VL__)
+  // Q4_0/Q4_1 with AVX-512VL: lane i's nibble left in place, its unsigned conversion q·16^i, and
+  // d·16^−i (exact: d is 0 or at least 2^-24) makes the same exact product in the FMA: no shift
+  constexpr bool kInPlace = !kFive && !kNl;
+  const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
+  const __m256 down = _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
+#else
+  constexpr bool kInPlace = false;
+#endif
+  __m256 v[G], vd[G], vm[G], ds[G];
   for (int b = 0; b < n / 32; ++b) {
     const long at = b * pbb;
     DS41_UNROLL for (int g = 0; g < G; ++g) {
       vd[g] = header_f16(pb[g] + at, hb, 0);
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
+      else vm[g] = _mm256_mul_ps(vd[g], off);  // off·d, exact
+#if defined(__AVX512VL__)
+      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], down);
+#endif
     }
-    for (int l = 0; l < 32; l += 4) {
-      unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
-        DS41_UNROLL for (int g = 0; g < G; ++g) {
-          __m256i c = field_codes<4, 0>(pb[g] + at + q, l + J);
-          if constexpr (kFive) c = _mm256_or_si256(c, _mm256_slli_epi32(field_codes<1, J>(pb[g] + at + qh, l), 4));
-          if constexpr (kNl) v[g] = _mm256_mul_ps(vd[g], iq4_values(c));
-          else if constexpr (kMin) v[g] = exact_mul_add(_mm256_cvtepi32_ps(c), vd[g], vm[g]);
-          else v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c, off)), vd[g]);
+    for (int l = 0; l < 32; ++l) {
+      const int e = 32 * b + l;
+      DS41_UNROLL for (int g = 0; g < G; ++g) {
+        const uint8_t* col = pb[g] + at + q;
+        if constexpr (kNl) {
+          v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(col, l)));
+          continue;
         }
-        sink(32 * b + l + J, v);
-      });
+        __m256 c, scale = vd[g];
+        if constexpr (kFive) {
+          const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col + 5 * l))),
+                                                  _mm256_set1_epi32(static_cast<int>(load_u32(col + 5 * l + 1))), 0xC0);
+          c = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts5), m31));
+        } else if constexpr (kInPlace) {
+#if defined(__AVX512VL__)
+          c = _mm256_cvtepu32_ps(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(load_u32(col + 4 * l))), nibble));
+          scale = ds[g];
+#endif
+        } else {
+          c = _mm256_cvtepi32_ps(field_codes<4, 0>(col, l));
+        }
+        v[g] = kMin ? exact_mul_add(c, scale, vm[g]) : exact_mul_sub(c, scale, vm[g]);
+      }
+      sink(e, v);
     }
   }
   return sink;
@@ -450,65 +497,81 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
     } else if constexpr (t == GgmlType::kQ4_K || t == GgmlType::kQ5_K) {  // k_scale_min over scales[12] at block byte 4
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 0), dmin[g] = f16(g, 2);
       const int q = ggml_panel_field_offset(t, 0);
-      const int qh = t == GgmlType::kQ5_K ? ggml_panel_field_offset(t, 1) : -1;
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 + 4 * w));
       for (int j = 0; j < 8; ++j) {
-        DS41_UNROLL for (int g = 0; g < G; ++g) {
-          const auto sb = [&](int k) { return word_byte(words[g][k / 4], k % 4); };  // scales[k]
-          __m256i sc, mn;
-          if (j < 4) {
-            sc = _mm256_and_si256(sb(j), m6), mn = _mm256_and_si256(sb(j + 4), m6);
-          } else {
-            const __m256i hi = sb(j + 4);
-            sc = _mm256_or_si256(_mm256_and_si256(hi, m4), _mm256_slli_epi32(_mm256_srli_epi32(sb(j - 4), 6), 4));
-            mn = _mm256_or_si256(_mm256_srli_epi32(hi, 4), _mm256_slli_epi32(_mm256_srli_epi32(sb(j), 6), 4));
+        DS41_UNROLL for (int g = 0; g < G; ++g) k_scale_min_lanes(words[g], j, d[g], dmin[g], vd[g], vm[g]);
+        if constexpr (t == GgmlType::kQ4_K) {  // a word per column (unrolled by 4 it ran 15% slower: 683 -> 802 us)
+#if defined(__AVX512VL__)
+          // lane i's nibble left in place (bits 4i..4i+3): its unsigned conversion is q·16^i, exact,
+          // and with vd·16^−i (exact: vd is 0 or at least 2^-24) the FMA's product is q·vd, the same
+          // exact product: no shift
+          const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
+          const __m256 down = _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], down);
+          for (int l = 0; l < 32; ++l) {
+            const int e = 32 * j + l;
+            DS41_UNROLL for (int g = 0; g < G; ++g) {
+              const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(pb[g] + q + 4 * e)));
+              v[g] = exact_mul_sub(_mm256_cvtepu32_ps(_mm256_and_si256(word, nibble)), vd[g], vm[g]);
+            }
+            sink(e, v);
           }
-          vd[g] = scaled_lanes(d[g], sc), vm[g] = scaled_lanes(dmin[g], mn);
-        }
-        if (qh < 0) {  // Q4_K: a word per column (unrolled by 4 it ran 15% slower: 683 -> 802 us)
+#else
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
             DS41_UNROLL for (int g = 0; g < G; ++g)
               v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(field_codes<4, 0>(pb[g] + q, e)), vm[g]);
             sink(e, v);
           }
-          continue;
-        }
-        for (int l = 0; l < 32; l += 4) {  // Q5_K: the fifth bits' word serves 4 columns
-          const int e0 = 32 * j + l;
-          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+#endif
+        } else {
+          // Q5_K: the joined 5-bit code (low nibble | fifth bit << 4, ggml_panels.hpp): column e's 40
+          // bits at q + 5e, rows 0..5 from the 32-bit word at its first byte, rows 6 and 7 from the
+          // word at its second (bits 8..39)
+          const __m256i shifts = _mm256_setr_epi32(0, 5, 10, 15, 20, 25, 22, 27), m31 = _mm256_set1_epi32(31);
+          for (int l = 0; l < 32; ++l) {
+            const int e = 32 * j + l;
             DS41_UNROLL for (int g = 0; g < G; ++g) {
-              const __m256i c = _mm256_add_epi32(field_codes<4, J>(pb[g] + q, e0),
-                                                 _mm256_slli_epi32(field_codes<1, J>(pb[g] + qh, e0), 4));
-              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(c), vm[g]);
+              const uint8_t* col = pb[g] + q + 5 * e;
+              const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col))),
+                                                      _mm256_set1_epi32(static_cast<int>(load_u32(col + 1))), 0xC0);
+              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), m31)), vm[g]);
             }
-            sink(e0 + J, v);
-          });
+            sink(e, v);
+          }
         }
       }
       return sink;
     } else if constexpr (t == GgmlType::kQ6_K) {  // scales[s]: int8 at block byte 192 + s
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 208);
-      const int ql = ggml_panel_field_offset(t, 0), qh = ggml_panel_field_offset(t, 1);
-      const __m256i off = _mm256_set1_epi32(32);
+      // the joined 6-bit code c = ql | qh << 4 (ggml_panels.hpp): column e's 48 bits at q + 6e, rows
+      // 0..4 from the 32-bit word at its first byte, rows 5..7 from the word at its third (bits
+      // 16..47). The value (c − 32)·vd is exact in f32 (18 + 6 bits at most), so c·vd − 32·vd in
+      // one FMA is the scalar definition's product, bit for bit, without the integer subtract
+      // (a zero comes out +0 where the product gives −0 for vd < 0: a sum from +0 never tells them
+      // apart, so the Linear's bits are the same)
+      const int q = ggml_panel_field_offset(t, 0);
+      static_assert(ggml_panel_layout(t).joined);
+      const __m256i shifts = _mm256_setr_epi32(0, 6, 12, 18, 24, 14, 20, 26), m63 = _mm256_set1_epi32(63);
+      __m256 vd32[G];
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 192 + 4 * w));
       for (int s = 0; s < 16; ++s) {  // 16 elements share a scale: scales[e / 16], an int8
         DS41_UNROLL for (int g = 0; g < G; ++g)
-          vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(words[g][s / 4], 24 - 8 * (s % 4)), 24));
-        for (int l = 0; l < 16; l += 4) {
-          const int e0 = 16 * s + l;
-          unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
-            DS41_UNROLL for (int g = 0; g < G; ++g) {
-              const __m256i c = _mm256_sub_epi32(
-                  _mm256_or_si256(field_codes<4, J>(pb[g] + ql, e0), _mm256_slli_epi32(field_codes<2, J>(pb[g] + qh, e0), 4)), off);
-              v[g] = _mm256_mul_ps(vd[g], _mm256_cvtepi32_ps(c));
-            }
-            sink(e0 + J, v);
-          });
+          vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(words[g][s / 4], 24 - 8 * (s % 4)), 24)),
+          vd32[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(32.0f));
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          DS41_UNROLL for (int g = 0; g < G; ++g) {
+            const uint8_t* col = pb[g] + q + 6 * e;
+            const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col))),
+                                                    _mm256_set1_epi32(static_cast<int>(load_u32(col + 2))), 0xE0);
+            v[g] = exact_mul_sub(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), m63)), vd[g], vd32[g]);
+          }
+          sink(e, v);
         }
       }
       return sink;
