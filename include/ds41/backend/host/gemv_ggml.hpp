@@ -273,10 +273,13 @@ inline __m256 header_f16(const uint8_t* pb, int hb, int o) {
   for (int i = 0; i < 8; ++i) h[i] = ggml_detail::load_u16(pb + hb * i + o);
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
 }
-/// a·b − c and a·b + c where the product a·b is exact (the K-quants' d·scale times a code: at most
-/// 11 + 6 + 5 = 22 significant bits; Q4_1/Q5_1's d times a 5-bit code): the scalar definition rounds
+/// a·b − c and a·b + c where the product a·b is exact (every block type's: an f16 scale times a
+/// scale and a code, at most 24 significant bits, docs/NUMERICS.md): the scalar definition rounds
 /// the product, then the add; the product's rounding is the identity, so one FMA gives the same
-/// bits with one instruction fewer per column (the decode GEMV is bound by these instructions).
+/// value with one instruction fewer per column (the decode GEMV is bound by these instructions).
+/// Where c is the exact off·scale of a (q − off)·scale, the result is that exact product, but an
+/// exact zero comes out +0 where the product gives −0 for a negative scale: the Linear's sums start
+/// from +0, and a sum from +0 is never −0, so x·(±0) added to it gives the same bits.
 DS41_ALWAYS_INLINE __m256 exact_mul_sub(__m256 a, __m256 b, __m256 c) {
 #if defined(__FMA__)
   return _mm256_fmsub_ps(a, b, c);
