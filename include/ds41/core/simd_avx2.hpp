@@ -40,16 +40,16 @@ inline void transpose8(__m256 r[8]) {
 template <int G>
 inline void dot_rows_in_order(const float* q, const float* const* k, int D, float* dot) {
   __m256 acc[G];
-  for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
+  DS41_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_ps();
   int d0 = 0;
   for (; d0 + 8 <= D; d0 += 8)
-    for (int g = 0; g < G; ++g) {
+    DS41_UNROLL for (int g = 0; g < G; ++g) {
       __m256 c[8];
-      for (int j = 0; j < 8; ++j) c[j] = _mm256_loadu_ps(k[8 * g + j] + d0);
+      DS41_UNROLL for (int j = 0; j < 8; ++j) c[j] = _mm256_loadu_ps(k[8 * g + j] + d0);
       transpose8(c);  // c[i] lane j = k[8g + j][d0 + i]
-      for (int i = 0; i < 8; ++i) acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + d0 + i), c[i]));
+      DS41_UNROLL for (int i = 0; i < 8; ++i) acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_broadcast_ss(q + d0 + i), c[i]));
     }
-  for (int g = 0; g < G; ++g) _mm256_storeu_ps(dot + 8 * g, acc[g]);
+  DS41_UNROLL for (int g = 0; g < G; ++g) _mm256_storeu_ps(dot + 8 * g, acc[g]);
   for (; d0 < D; ++d0)
     for (int j = 0; j < 8 * G; ++j) dot[j] += q[d0] * k[j][d0];
 }
@@ -112,12 +112,12 @@ inline void index_scores8(const float* q, const float* w, const float* const k[8
   int d0 = 0;
   for (; d0 + 8 <= hd; d0 += 8) {
     __m256 c[8];
-    for (int j = 0; j < 8; ++j) c[j] = _mm256_loadu_ps(k[j] + d0);
+    DS41_UNROLL for (int j = 0; j < 8; ++j) c[j] = _mm256_loadu_ps(k[j] + d0);
     transpose8(c);
-    for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + (d0 + i) * 8, c[i]);
+    DS41_UNROLL for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + (d0 + i) * 8, c[i]);
   }
   for (float* tail = kt + d0 * 8; d0 < hd; ++d0, tail += 8)
-    for (int j = 0; j < 8; ++j) tail[j] = k[j][d0];
+    DS41_UNROLL for (int j = 0; j < 8; ++j) tail[j] = k[j][d0];
   __m256 total = _mm256_setzero_ps();
   const __m256 zero = _mm256_setzero_ps();
   // HN heads at once: HN independent add chains (one chain waits on its 3-cycle adds). 8 keep
@@ -157,7 +157,7 @@ inline bool act_quant_block32(const float* x, float* q, float* scale) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 finite_max = _mm256_set1_ps(3.40282347e38f);
   __m256 v[4], amax = _mm256_set1_ps(1e-4f), bad = _mm256_setzero_ps();
-  for (int i = 0; i < 4; ++i) {
+  DS41_UNROLL for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_loadu_ps(x + 8 * i);
     const __m256 a = _mm256_and_ps(v[i], abs_mask);
     bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, finite_max, _CMP_NLE_UQ));  // inf, or NaN (unordered)
@@ -173,7 +173,7 @@ inline bool act_quant_block32(const float* x, float* q, float* scale) {
   const __m256 lim = _mm256_set1_ps(448.0f), nlim = _mm256_set1_ps(-448.0f);
   const __m256 normal_min = _mm256_set1_ps(0.015625f), grid = _mm256_set1_ps(512.0f), grid_inv = _mm256_set1_ps(1.0f / 512.0f);
   const __m256i half_m1 = _mm256_set1_epi32(0x7FFFF), keep = _mm256_set1_epi32(static_cast<int>(0xFFF00000u)), one = _mm256_set1_epi32(1);
-  for (int i = 0; i < 4; ++i) {
+  DS41_UNROLL for (int i = 0; i < 4; ++i) {
     const __m256 y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], inv), nlim), lim);
     const __m256 a = _mm256_and_ps(y, abs_mask);
     // normal range: keep 3 mantissa bits, ties to even (e4m3_round's bit trick)

@@ -66,12 +66,12 @@ inline void gather_block(const float* const* row, int nu, int D, float* kt, floa
   for (int j0 = 0; j0 < keys; j0 += 8) {
     for (int d0 = 0; d0 < d_vec; d0 += 8) {
       __m256 c[8];
-      for (int j = 0; j < 8; ++j) {
+      DS41_UNROLL for (int j = 0; j < 8; ++j) {
         c[j] = _mm256_setzero_ps();
         if (j0 + j < nu) _mm256_store_ps(vb_at(j0 + j, d0), c[j] = _mm256_loadu_ps(row[j0 + j] + d0));
       }
       avx2::transpose8(c);  // c[i] lane j = key j0 + j at d0 + i
-      for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + static_cast<size_t>(d0 + i) * kAttnBlock + j0, c[i]);
+      DS41_UNROLL for (int i = 0; i < 8; ++i) _mm256_store_ps(kt + static_cast<size_t>(d0 + i) * kAttnBlock + j0, c[i]);
     }
     for (int d = d_vec; d < D; ++d)  // D's tail past a multiple of 8
       for (int j = j0; j < j0 + 8; ++j) {
@@ -89,26 +89,26 @@ inline void gather_block(const float* const* row, int nu, int D, float* kt, floa
 template <int HS>
 inline void score_heads(const float* q, int D, const float* kt, int nu, float* dots) {
   const int key_vectors = (nu + 7) / 8;
-  for (int h = 0; h < HS; ++h)
+  DS41_UNROLL for (int h = 0; h < HS; ++h)
     for (int j = 0; j < kAttnBlock; ++j) dots[h * kAttnBlock + j] = 0.0f;
   for (int d0 = 0; d0 < D; d0 += kScoreSlice) {
     const int dn = std::min(kScoreSlice, D - d0);
     const float* slice = kt + static_cast<size_t>(d0) * kAttnBlock;
     for (int v0 = 0; v0 < key_vectors; v0 += 4) {
       __m256 acc[HS][4];
-      for (int h = 0; h < HS; ++h)
-        for (int u = 0; u < 4; ++u) acc[h][u] = _mm256_loadu_ps(dots + h * kAttnBlock + 8 * (v0 + u));
+      DS41_UNROLL for (int h = 0; h < HS; ++h)
+        DS41_UNROLL for (int u = 0; u < 4; ++u) acc[h][u] = _mm256_loadu_ps(dots + h * kAttnBlock + 8 * (v0 + u));
       for (int d = 0; d < dn; ++d) {
         const float* kd = slice + d * kAttnBlock + 8 * v0;
         __m256 qd[HS];
-        for (int h = 0; h < HS; ++h) qd[h] = _mm256_broadcast_ss(q + static_cast<long>(h) * D + d0 + d);
-        for (int u = 0; u < 4; ++u) {
+        DS41_UNROLL for (int h = 0; h < HS; ++h) qd[h] = _mm256_broadcast_ss(q + static_cast<long>(h) * D + d0 + d);
+        DS41_UNROLL for (int u = 0; u < 4; ++u) {
           const __m256 k = _mm256_load_ps(kd + 8 * u);
-          for (int h = 0; h < HS; ++h) acc[h][u] = _mm256_add_ps(acc[h][u], _mm256_mul_ps(qd[h], k));
+          DS41_UNROLL for (int h = 0; h < HS; ++h) acc[h][u] = _mm256_add_ps(acc[h][u], _mm256_mul_ps(qd[h], k));
         }
       }
-      for (int h = 0; h < HS; ++h)
-        for (int u = 0; u < 4; ++u) _mm256_storeu_ps(dots + h * kAttnBlock + 8 * (v0 + u), acc[h][u]);
+      DS41_UNROLL for (int h = 0; h < HS; ++h)
+        DS41_UNROLL for (int u = 0; u < 4; ++u) _mm256_storeu_ps(dots + h * kAttnBlock + 8 * (v0 + u), acc[h][u]);
     }
   }
 }
@@ -143,7 +143,7 @@ inline void value_heads(const float* p, const float* alpha, int D, const float* 
       alignas(32) float blk[HS][kValueSlice];
 #pragma GCC unroll 8
       for (int i = 0; i < HS * 4; ++i) _mm256_store_ps(blk[i / 4] + 8 * (i % 4), acc[i / 4][i % 4]);
-      for (int h = 0; h < HS; ++h) {
+      DS41_UNROLL for (int h = 0; h < HS; ++h) {
         float* o = out + static_cast<long>(h) * D + d0;
         for (int d = 0; d < D - d0; ++d) o[d] = o[d] * alpha[h] + blk[h][d];
       }
@@ -167,19 +167,19 @@ namespace attn_host512 {
 template <int HS, int NV, bool kFused>
 inline void score_slice(const float* q, int D, const float* kt, int dn, float* dots) {
   __m512 acc[HS][NV];
-  for (int h = 0; h < HS; ++h)
-    for (int u = 0; u < NV; ++u) acc[h][u] = _mm512_load_ps(dots + h * kAttnBlock + 16 * u);
+  DS41_UNROLL for (int h = 0; h < HS; ++h)
+    DS41_UNROLL for (int u = 0; u < NV; ++u) acc[h][u] = _mm512_load_ps(dots + h * kAttnBlock + 16 * u);
   for (int d = 0; d < dn; ++d) {
     __m512 k[NV];
-    for (int u = 0; u < NV; ++u) k[u] = _mm512_load_ps(kt + static_cast<size_t>(d) * kAttnBlock + 16 * u);
-    for (int h = 0; h < HS; ++h) {
+    DS41_UNROLL for (int u = 0; u < NV; ++u) k[u] = _mm512_load_ps(kt + static_cast<size_t>(d) * kAttnBlock + 16 * u);
+    DS41_UNROLL for (int h = 0; h < HS; ++h) {
       const __m512 qd = _mm512_set1_ps(q[static_cast<long>(h) * D + d]);
-      for (int u = 0; u < NV; ++u)
+      DS41_UNROLL for (int u = 0; u < NV; ++u)
         acc[h][u] = kFused ? _mm512_fmadd_ps(qd, k[u], acc[h][u]) : _mm512_add_ps(acc[h][u], _mm512_mul_ps(qd, k[u]));
     }
   }
-  for (int h = 0; h < HS; ++h)
-    for (int u = 0; u < NV; ++u) _mm512_store_ps(dots + h * kAttnBlock + 16 * u, acc[h][u]);
+  DS41_UNROLL for (int h = 0; h < HS; ++h)
+    DS41_UNROLL for (int u = 0; u < NV; ++u) _mm512_store_ps(dots + h * kAttnBlock + 16 * u, acc[h][u]);
 }
 
 /// dots[h][j] (j < 16·ceil(nu/16), H heads, rows of dots 64 apart) = Σ_d q_h[d]·key_j[d] in d
@@ -216,19 +216,19 @@ inline void value_slices(const float* p, const float* alpha, int D, const float*
   constexpr int kSlice = attn_host::kValueSlice;
   const float* base = vb + static_cast<size_t>(s0) * kAttnBlock * kSlice;
   __m512 acc[HS][2 * NS];
-  for (int h = 0; h < HS; ++h)
+  DS41_UNROLL for (int h = 0; h < HS; ++h)
     for (int i = 0; i < 2 * NS; ++i) acc[h][i] = _mm512_setzero_ps();
   for (int j = 0; j < nu; ++j) {
     __m512 v[2 * NS];
     for (int i = 0; i < 2 * NS; ++i)
       v[i] = _mm512_load_ps(base + (static_cast<size_t>(i / 2) * kAttnBlock + j) * kSlice + 16 * (i % 2));
-    for (int h = 0; h < HS; ++h) {
+    DS41_UNROLL for (int h = 0; h < HS; ++h) {
       const __m512 pj = _mm512_set1_ps(p[h * kAttnBlock + j]);
       for (int i = 0; i < 2 * NS; ++i)
         acc[h][i] = kFused ? _mm512_fmadd_ps(pj, v[i], acc[h][i]) : _mm512_add_ps(acc[h][i], _mm512_mul_ps(pj, v[i]));
     }
   }
-  for (int h = 0; h < HS; ++h) {
+  DS41_UNROLL for (int h = 0; h < HS; ++h) {
     const __m512 a = _mm512_set1_ps(alpha[h]);
     for (int i = 0; i < 2 * NS; ++i) {
       const int d = s0 * kSlice + 16 * i;
@@ -332,10 +332,10 @@ inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stri
     for (; h < H; ++h) value_heads<1>(dots + h * kAttnBlock, sc.alpha + h, D, sc.vb, nu, out + static_cast<long>(h) * D);
 #endif
   }
-  for (int h = 0; h < H; ++h) attn_finish(out + static_cast<long>(h) * D, D, sink[h], sc.m[h], sc.den[h]);
+  DS41_UNROLL for (int h = 0; h < H; ++h) attn_finish(out + static_cast<long>(h) * D, D, sink[h], sc.m[h], sc.den[h]);
 #else
   (void)scratch;
-  for (int h = 0; h < H; ++h)
+  DS41_UNROLL for (int h = 0; h < H; ++h)
     sparse_attn_head(q + static_cast<long>(h) * D, kv, kv_stride, idx, n, D, sink[h], scale, out + static_cast<long>(h) * D);
 #endif
 }

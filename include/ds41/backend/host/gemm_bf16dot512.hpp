@@ -74,23 +74,23 @@ __attribute__((noinline))
 void stream_rows(const uint32_t* const* pr, const float* const* xr, const uint8_t* panel0, long pb, int K,
                  __m512 (*acc)[NV]) {
   __m512 a[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
+  DS41_UNROLL for (int i = 0; i < R; ++i)
+    DS41_UNROLL for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
   const int whole = K / 2;  // groups wholly inside K
   for (int q = 0; q < whole; ++q) {
     if (q % 2 == 0)  // two groups to a 64-byte line
       for (int v = 0; v < 2 * NV; ++v)
         panels::prefetch_ahead(panels::group_at(panel0 + v * pb, q), 64, panels512::kPrefetchAhead);
     __m512i wq[NV];
-    for (int v = 0; v < NV; ++v)  // column 2q into each lane's high half: the pair's first product
+    DS41_UNROLL for (int v = 0; v < NV; ++v)  // column 2q into each lane's high half: the pair's first product
       wq[v] = _mm512_rol_epi32(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), 16);
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < NV; ++v) a[i][v] = dpbf16_broadcast(a[i][v], wq[v], pr[i] + q);
+    DS41_UNROLL for (int i = 0; i < R; ++i)
+      DS41_UNROLL for (int v = 0; v < NV; ++v) a[i][v] = dpbf16_broadcast(a[i][v], wq[v], pr[i] + q);
   }
   if (whole * 2 < K)  // an odd K's last column, fused (every product exact)
     gemm512::add_group<gemm512::Bf16Columns, R, NV, true>(gemm512::Bf16Columns{}, xr, panel0, pb, whole, 1, a);
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+  DS41_UNROLL for (int i = 0; i < R; ++i)
+    DS41_UNROLL for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
 }
 
 /// stream_rows with R known at compile time (R = gemm512::kRowBlock, or the remainder).
@@ -129,7 +129,7 @@ inline void linear_rows(const float* x, const uint32_t* pairs, long T, long x_st
             __m512 acc[gemm512::kRowBlock][NV];
             stream_rows_n<NV>(rows, pr, xr, panel0, pb, w.cols, acc);
             for (int i = 0; i < rows; ++i)
-              for (int v = 0; v < NV; ++v)
+              DS41_UNROLL for (int v = 0; v < NV; ++v)
                 gemm512::store_rounded(acc[i][v], y + (r0 + i) * y_stride + n + 16 * v, round);
           }
         }

@@ -91,7 +91,7 @@ inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32
     if (!std::isnormal(unit_scale) || !std::isnormal(unit_scale * 0x1p17f)) continue;
     __m512i xi[2], low = zero;
     __mmask16 negative[2];
-    for (int h = 0; h < 2; ++h) {
+    DS41_UNROLL for (int h = 0; h < 2; ++h) {
       const __m512 v = _mm512_loadu_ps(q + 32 * b + 16 * h);
       xi[h] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_and_ps(v, magnitude), _mm512_set1_ps(512.0f)));
       negative[h] = _mm512_movepi32_mask(_mm512_castps_si512(v));  // sign bits, as std::signbit
@@ -107,7 +107,7 @@ inline RowPlanes prepare_row(const float* q, const float* x_scale, int K, uint32
     const uint64_t sum = static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(xi[0], xi[1])));  // < 2^23
     if (top >= (1u << 21) || !fp4int::sum_is_exact(sum)) continue;
     int32_t signed_sum = 0;
-    for (int h = 0; h < 2; ++h) {
+    DS41_UNROLL for (int h = 0; h < 2; ++h) {
       const __m512i s = _mm512_mask_sub_epi32(xi[h], negative[h], zero, xi[h]);
       signed_sum += _mm512_reduce_add_epi32(s);
       for (int p = 0; p < kPlanes; ++p) {  // s·(plane p of xi'), 16 bytes: groups 2h and 2h + 1, columns 0-3 then 4-7
@@ -140,14 +140,14 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* panel_a, const uint8_t* pane
   const __m512i table = _mm512_broadcast_i32x4(biased_weight_times_2());
 #if defined(__AVX512VBMI__)
   const __m512i high_down = _mm512_set1_epi64(0x3C342C241C140C04LL);  // byte j of a word <- bits 8j + 4 ..
-  for (int g = 0; g < 4; ++g) {
+  DS41_UNROLL for (int g = 0; g < 4; ++g) {
     const __m512i raw = scaled512::load_group_pair(panel_a, panel_b, q0 + g);
     wl[g] = _mm512_permutexvar_epi8(raw, table);
     wh[g] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(high_down, raw), table);
   }
 #else
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  for (int g = 0; g < 4; ++g) {
+  DS41_UNROLL for (int g = 0; g < 4; ++g) {
     const __m512i raw = scaled512::load_group_pair(panel_a, panel_b, q0 + g);
     wl[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, nibble));
     wh[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble));
@@ -164,7 +164,7 @@ DS41_ALWAYS_INLINE __m512 integer_block(const RowPlanes& row, int bi, const __m5
   const uint32_t* x = row.words + static_cast<size_t>(bi) * 4 * kGroupWords;
   __m512i low[kPlanesUsed], high[kPlanesUsed];
   for (int p = 0; p < kPlanesUsed; ++p) low[p] = high[p] = _mm512_setzero_si512();
-  for (int g = 0; g < 4; ++g)  // each word broadcast inside vpdpbusd (host/broadcast512.hpp)
+  DS41_UNROLL for (int g = 0; g < 4; ++g)  // each word broadcast inside vpdpbusd (host/broadcast512.hpp)
     for (int p = 0; p < kPlanesUsed; ++p) {
       low[p] = dpbusd_broadcast(low[p], wl[g], x + g * kGroupWords + 2 * p);
       high[p] = dpbusd_broadcast(high[p], wh[g], x + g * kGroupWords + 2 * p + 1);
@@ -198,10 +198,10 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
   const long kblocks = (K + 31) / 32;
   const uint8_t* scales = w.host_fp4_scales_e8m0;
   __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  DS41_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
-    for (int v = 0; v < NP; ++v)  // as fp4int512::gemv_tile (written out there for GCC's sake)
+    DS41_UNROLL for (int v = 0; v < NP; ++v)  // as fp4int512::gemv_tile (written out there for GCC's sake)
       panels::prefetch_ahead(panels::group_at(panel_a + v * pb, kb / kGroupK), 32 / kGroupK * 32);
     for (int v = 0; v < ahead; ++v) {
       panels::prefetch_l2(panels::group_at(panel_a + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
@@ -211,7 +211,7 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
     const __m512 sw = fp4int512::scales_pair_to_f32(panels::fp4_block_scales_at(scales, kblocks, p0, bi),
                                                     panels::fp4_block_scales_at(scales, kblocks, p0 + NP - 1, bi));
     bool integer = true, three = false, any_integer = false;
-    for (int r = 0; r < R; ++r) {
+    DS41_UNROLL for (int r = 0; r < R; ++r) {
       const bool has_unit = rows[r].unit_scales[bi] != 0.0f;
       integer &= has_unit;
       any_integer |= has_unit;
@@ -237,7 +237,7 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
       continue;
     }
     if (any_integer) decode_block(panel_a, panel_b, kb / kGroupK, wl, wh);
-    for (int r = 0; r < R; ++r) {
+    DS41_UNROLL for (int r = 0; r < R; ++r) {
       const __m512 sx = _mm512_set1_ps(rows[r].x_scale[bi]);
       if (rows[r].unit_scales[bi] != 0.0f) {
         const __m512 part = rows[r].planes[bi] == 3 ? integer_block<3>(rows[r], bi, wl, wh)
@@ -257,7 +257,7 @@ void tile_rows(const RowPlanes* rows, const MatrixView& w, long p0, int ahead, f
       }
     }
   }
-  for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+  DS41_UNROLL for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
     panels::store_rounded(_mm512_castps512_ps256(acc[r]), y + r * y_stride, round);
     if constexpr (NP == 2) panels::store_rounded(_mm512_extractf32x8_ps(acc[r], 1), y + r * y_stride + 8, round);
   }

@@ -115,7 +115,7 @@ inline bool dot_products_pay() {
       for (auto& c : acc) sink = sink + _mm512_reduce_add_ps(c);
     };
     double dot_s = 1e30, fma_s = 1e30;
-    for (int round = 0; round < 7; ++round) {
+    DS41_UNROLL for (int round = 0; round < 7; ++round) {
       dot_s = std::min(dot_s, seconds(dots));
       fma_s = std::min(fma_s, seconds(fmas));
     }
@@ -202,12 +202,12 @@ template <int R, int NV>
 DS41_ALWAYS_INLINE void dot_blocks(const RowInputs* rows, const uint8_t* panel0, long pb, int v0, int q0, __m512 (*part)[R]) {
   for (int q = q0; q < q0 + panels::kBlockK / 4; ++q) {
     __m512i w01[NV], w23[NV];
-    for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
       decode_pairs(scaled512::load_group_pair(panel0 + 2 * (v0 + v) * pb, panel0 + (2 * (v0 + v) + 1) * pb, q), w01[v],
                    w23[v]);
-    for (int r = 0; r < R; ++r) {
+    DS41_UNROLL for (int r = 0; r < R; ++r) {
       const uint32_t* x = rows[r].pairs + 2 * q;
-      for (int v = 0; v < NV; ++v) part[v][r] = dpbf16_broadcast(dpbf16_broadcast(part[v][r], w01[v], x), w23[v], x + 1);
+      DS41_UNROLL for (int v = 0; v < NV; ++v) part[v][r] = dpbf16_broadcast(dpbf16_broadcast(part[v][r], w01[v], x), w23[v], x + 1);
     }
   }
 }
@@ -236,7 +236,7 @@ DS41_ALWAYS_INLINE void lifted_dot_blocks(const RowInputs* rows, const uint8_t* 
     scaled512::decode_column_pair(codes, 2, c[2], c[3]);
     for (auto& column : c) column = scaled512::lift_weight(column);
     const __m512i w01 = pair_of(c[0], c[1]), w23 = pair_of(c[2], c[3]);
-    for (int r = 0; r < R; ++r) {
+    DS41_UNROLL for (int r = 0; r < R; ++r) {
       const uint32_t* x = rows[r].lifted_pairs + 2 * q;
       part[0][r] = dpbf16_broadcast(dpbf16_broadcast(part[0][r], w01, x), w23, x + 1);
     }
@@ -254,7 +254,7 @@ DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0,
   for (int q = q0; q < q0 + panels::kBlockK / 4; ++q)
     for (int j = 0; j < 4; j += 2) {
       __m512 wj[NV], wj1[NV];
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         scaled512::decode_column_pair(
             scaled512::load_group_pair(panel0 + 2 * (v0 + v) * pb, panel0 + (2 * (v0 + v) + 1) * pb, q), j, wj[v], wj1[v]);
         if constexpr (kLift) {
@@ -262,13 +262,13 @@ DS41_ALWAYS_INLINE void fma_blocks(const RowInputs* rows, const uint8_t* panel0,
           wj1[v] = scaled512::lift_weight(wj1[v]);
         }
       }
-      for (int r = 0; r < R; ++r) {
+      DS41_UNROLL for (int r = 0; r < R; ++r) {
         if constexpr (kLift) {
           const __m512 x0 = input(r, 4 * q + j), x1 = input(r, 4 * q + j + 1);
-          for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
+          DS41_UNROLL for (int v = 0; v < NV; ++v) part[v][r] = _mm512_fmadd_ps(x1, wj1[v], _mm512_fmadd_ps(x0, wj[v], part[v][r]));
         } else {  // x' broadcast inside the multiply-adds (host/broadcast512.hpp)
           const float* x = rows[r].xs + 4 * q + j;
-          for (int v = 0; v < NV; ++v) part[v][r] = fma_broadcast(fma_broadcast(part[v][r], wj[v], x), wj1[v], x + 1);
+          DS41_UNROLL for (int v = 0; v < NV; ++v) part[v][r] = fma_broadcast(fma_broadcast(part[v][r], wj[v], x), wj1[v], x + 1);
         }
       }
     }
@@ -292,8 +292,8 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
   constexpr bool kAccInRegisters = NV == 1;
   __m512 acc_reg[NV][R];
   alignas(64) float acc_mem[kAccInRegisters ? 1 : NV][kAccInRegisters ? 1 : R][16] = {};
-  for (int v = 0; v < NV; ++v)
-    for (int r = 0; r < R; ++r) acc_reg[v][r] = _mm512_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int r = 0; r < R; ++r) acc_reg[v][r] = _mm512_setzero_ps();
   const auto acc_at = [&](int v, int r) {
     if constexpr (kAccInRegisters) return acc_reg[v][r];
     else return _mm512_load_ps(acc_mem[v][r]);
@@ -302,10 +302,10 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
   for (int kb = 0; kb < K; kb += panels::kBlockK) {
     constexpr int span = panels::kBlockK / g * 32;  // bytes of a panel's block
     for (int v = 0; v < ahead; ++v) panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), span);
-    for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), span);
+    DS41_UNROLL for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), span);
     __m512 part[NV][R];
-    for (int v = 0; v < NV; ++v)
-      for (int r = 0; r < R; ++r) part[v][r] = _mm512_setzero_ps();
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
+      DS41_UNROLL for (int r = 0; r < R; ++r) part[v][r] = _mm512_setzero_ps();
     bool subnormal[NV] = {}, any = false;  // a subnormal code in vector v's two panels' block
     for (int v = 0; v < NV && kb < whole; ++v) {
       subnormal[v] = (w.host_subnormal_blocks[(p0 + 2 * v) * kblocks + kb / 32] |
@@ -314,10 +314,10 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
     }
     if (kb >= whole) {  // the K tail, column by column (scaled512::gemv_tile)
       for (int k = kb; k < K; ++k)
-        for (int v = 0; v < NV; ++v) {
+        DS41_UNROLL for (int v = 0; v < NV; ++v) {
           const __m512 wk = scaled512::decode_column(
               scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, k / g), k % g);
-          for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
+          DS41_UNROLL for (int r = 0; r < R; ++r) part[v][r] = _mm512_fmadd_ps(_mm512_set1_ps(rows[r].xs[k]), wk, part[v][r]);
         }
     } else if (!kDot) {  // multiply-adds: both vectors' chains interleaved, each column decoded once
       if (any)
@@ -325,7 +325,7 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       else
         fma_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
     } else if (any) {  // each vector on its own: dot products, lifted where subnormal
-      for (int v = 0; v < NV; ++v)
+      DS41_UNROLL for (int v = 0; v < NV; ++v)
         if (subnormal[v])
           lifted_dot_blocks<R>(rows, panel0, pb, v, kb / g, part + v);
         else
@@ -333,9 +333,9 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
     } else {  // both vectors' chains interleaved (more of them in flight)
       dot_blocks<R, NV>(rows, panel0, pb, 0, kb / g, part);
     }
-    for (int v = 0; v < NV; ++v) {  // scaled512::gemv_tile's finish, 2^60 in the input's scale
+    DS41_UNROLL for (int v = 0; v < NV; ++v) {  // scaled512::gemv_tile's finish, 2^60 in the input's scale
       const __m512 sw = scaled512::block_scales_pair(w, p0 + 2 * v, kb / 32);
-      for (int r = 0; r < R; ++r) {
+      DS41_UNROLL for (int r = 0; r < R; ++r) {
         const __m512 sx = _mm512_set1_ps(rows[r].part_scales[kb / 32]);
         const __m512 sum = scaled512::add_block(acc_at(v, r), part[v][r], sx, sw);
         if constexpr (kAccInRegisters) acc_reg[v][r] = sum;
@@ -343,8 +343,8 @@ void tile_rows(const RowInputs* rows, const MatrixView& w, long p0, int ahead, f
       }
     }
   }
-  for (int v = 0; v < NV; ++v)
-    for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+  DS41_UNROLL for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int r = 0; r < R; ++r) {  // lanes 0-7 the first panel's rows, 8-15 the second's
       const __m512 a = acc_at(v, r);
       panels::store_rounded(_mm512_castps512_ps256(a), y + r * y_stride + 16 * v, round);
       panels::store_rounded(_mm512_extractf32x8_ps(a, 1), y + r * y_stride + 16 * v + 8, round);

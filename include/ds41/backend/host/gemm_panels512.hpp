@@ -188,22 +188,22 @@ void apply_span(const float* const* xr, const __m512 (*wt)[NV], int kn, const __
   __m512 a[R][NV];
   for (int k0 = 0, b = 0; k0 < kn; k0 += kBlockK, ++b) {
     const int ke = std::min(kn, k0 + kBlockK);
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
+    DS41_UNROLL for (int i = 0; i < R; ++i)
+      DS41_UNROLL for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
     for (int k = k0; k < ke; ++k) {
       __m512 wk[NV];
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         wk[v] = wt[k][v];
 #if defined(__GNUC__)
         asm("" : "+v"(wk[v]));  // one load per column in a register: GCC spilled one and reloaded it per row
 #endif
       }
-      for (int i = 0; i < R; ++i)
-        for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
+      DS41_UNROLL for (int i = 0; i < R; ++i)
+        DS41_UNROLL for (int v = 0; v < NV; ++v) a[i][v] = _mm512_add_ps(a[i][v], mul_broadcast(wk[v], xr[i] + k));
     }
-    for (int i = 0; i < R; ++i) {
+    DS41_UNROLL for (int i = 0; i < R; ++i) {
       const __m512 s = _mm512_set1_ps(sx[i][b]);
-      for (int v = 0; v < NV; ++v)
+      DS41_UNROLL for (int v = 0; v < NV; ++v)
         acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_mul_ps(_mm512_mul_ps(a[i][v], s), scale[b][v]));
     }
   }
@@ -234,11 +234,11 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
     const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
     __m512 acc[kRowChunk][NV];
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+      DS41_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
     for (int kb = 0; kb < K; kb += kSpanK) {
       const int kn = std::min(kSpanK, K - kb);
       for (int q = kb / g; q * g < kb + kn; ++q)
-        for (int v = 0; v < NV; ++v) {
+        DS41_UNROLL for (int v = 0; v < NV; ++v) {
           __m512 c[g];
           dec.columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c);
           for (int j = 0; j < g && q * g + j < kb + kn; ++j) wt[q * g + j - kb][v] = c[j];
@@ -246,7 +246,7 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
       const int nb = (kn + kBlockK - 1) / kBlockK;
       __m512 scale[kSpanBlocks][NV];
       for (int b = 0; b < nb; ++b)
-        for (int v = 0; v < NV; ++v) scale[b][v] = block_scales(w, p0 + 2 * v, kb / kBlockK + b);
+        DS41_UNROLL for (int v = 0; v < NV; ++v) scale[b][v] = block_scales(w, p0 + 2 * v, kb / kBlockK + b);
       for (int r = 0; r < tc; r += kRowBlock) {
         const int rows = std::min(kRowBlock, tc - r);
         const float* xr[kRowBlock];
@@ -259,7 +259,7 @@ void linear_tile(const Columns& dec, const float* x, const float* xs, long T, lo
       }
     }
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 16 * v, round);
+      DS41_UNROLL for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 16 * v, round);
   }
 }
 
@@ -269,11 +269,11 @@ DS41_ALWAYS_INLINE void add_group(const Columns& dec, const float* const* xr, co
                                   int columns, __m512 (&a)[R][NV]) {
   constexpr int g = Columns::kGroup;
   __m512 c[NV][g];
-  for (int v = 0; v < NV; ++v)
+  DS41_UNROLL for (int v = 0; v < NV; ++v)
     dec.columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c[v]);
   for (int j = 0; j < columns; ++j)
-    for (int i = 0; i < R; ++i)
-      for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int i = 0; i < R; ++i)
+      DS41_UNROLL for (int v = 0; v < NV; ++v)
         a[i][v] = kFused ? fma_broadcast(a[i][v], c[v][j], xr[i] + q * g + j)
                          : _mm512_add_ps(a[i][v], mul_broadcast(c[v][j], xr[i] + q * g + j));
 }
@@ -298,8 +298,8 @@ void stream_rows(const Columns& dec, const float* const* xr, const uint8_t* pane
                  __m512 (*acc)[NV]) {
   constexpr int g = Columns::kGroup;
   __m512 a[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
+  DS41_UNROLL for (int i = 0; i < R; ++i)
+    DS41_UNROLL for (int v = 0; v < NV; ++v) a[i][v] = _mm512_setzero_ps();
   const int whole = K / g;  // groups wholly inside K
   for (int q = 0; q < whole; ++q) {
     if (q % 2 == 0)  // two groups to a 64-byte line
@@ -309,8 +309,8 @@ void stream_rows(const Columns& dec, const float* const* xr, const uint8_t* pane
   }
   if (whole * g < K)  // a bf16 K tail: the last group's first column
     add_group<Columns, R, NV, kFused>(dec, xr, panel0, pb, whole, K - whole * g, a);
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
+  DS41_UNROLL for (int i = 0; i < R; ++i)
+    DS41_UNROLL for (int v = 0; v < NV; ++v) acc[i][v] = a[i][v];
 }
 
 /// stream_rows with R known at compile time (R = kRowBlock, or the remainder).
@@ -336,7 +336,7 @@ void stream_tile(const Columns& dec, const float* x, long T, long x_stride, cons
     __m512 acc[kRowBlock][NV];
     stream_rows_n<Columns, NV, kFused>(rows, dec, xr, panel0, pb, w.cols, acc);
     for (int i = 0; i < rows; ++i)
-      for (int v = 0; v < NV; ++v) store_rounded(acc[i][v], y + (r0 + i) * y_stride + 16 * v, round);
+      DS41_UNROLL for (int v = 0; v < NV; ++v) store_rounded(acc[i][v], y + (r0 + i) * y_stride + 16 * v, round);
   }
 }
 

@@ -54,7 +54,7 @@ inline bool act_quant_block32_512(const float* x, float* q, float* scale) {
   const __m512 lim = _mm512_set1_ps(448.0f), nlim = _mm512_set1_ps(-448.0f);
   const __m512 normal_min = _mm512_set1_ps(0.015625f), grid = _mm512_set1_ps(512.0f), grid_inv = _mm512_set1_ps(1.0f / 512.0f);
   const __m512i half_m1 = _mm512_set1_epi32(0x7FFFF), keep = _mm512_set1_epi32(static_cast<int>(0xFFF00000u)), one = _mm512_set1_epi32(1);
-  for (int i = 0; i < 2; ++i) {
+  DS41_UNROLL for (int i = 0; i < 2; ++i) {
     const __m512 y = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v[i], inv), nlim), lim);
     const __m512 a = _mm512_and_ps(y, abs_mask);
     // normal range: keep 3 mantissa bits, ties to even (e4m3_round's bit trick)

@@ -61,7 +61,7 @@ inline float prepare_block(const float* q, uint32_t* words) {
   const __m256i byte_mask = _mm256_set1_epi32(0xFF);
   __m256 qv[4];
   __m256i xi[4], low = _mm256_setzero_si256();
-  for (int g = 0; g < 4; ++g) {  // one group (8 columns) per vector
+  DS41_UNROLL for (int g = 0; g < 4; ++g) {  // one group (8 columns) per vector
     qv[g] = _mm256_loadu_ps(q + kGroupK * g);
     xi[g] = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_and_ps(qv[g], magnitude), _mm256_set1_ps(512.0f)));
     low = _mm256_or_si256(low, xi[g]);
@@ -74,7 +74,7 @@ inline float prepare_block(const float* q, uint32_t* words) {
   const int t = low_bits ? __builtin_ctz(low_bits) : 0;
   const __m128i shift = _mm_cvtsi32_si128(t);
   __m256i top = _mm256_setzero_si256(), sum = top, plane0 = top, plane1 = top;  // per column position
-  for (int g = 0; g < 4; ++g) {
+  DS41_UNROLL for (int g = 0; g < 4; ++g) {
     xi[g] = _mm256_srl_epi32(xi[g], shift);
     top = _mm256_max_epu32(top, xi[g]);
     sum = _mm256_add_epi32(sum, xi[g]);
@@ -86,7 +86,7 @@ inline float prepare_block(const float* q, uint32_t* words) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[2]), plane0);
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[3]), plane1);
   uint32_t top_all = 0, sum_all = 0;
-  for (int c = 0; c < 8; ++c) {
+  DS41_UNROLL for (int c = 0; c < 8; ++c) {
     top_all = std::max(top_all, lanes[0][c]);
     sum_all += lanes[1][c];  // < 32·2^18: no overflow
   }
@@ -100,7 +100,7 @@ inline float prepare_block(const float* q, uint32_t* words) {
   static constexpr uint32_t spread[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
                                           0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
                                           0x01010000, 0x01010001, 0x01010100, 0x01010101};
-  for (int g = 0; g < 4; ++g) {
+  DS41_UNROLL for (int g = 0; g < 4; ++g) {
     const __m256i b = _mm256_shuffle_epi8(xi[g], planes);
     const uint32_t negative = static_cast<uint32_t>(_mm256_movemask_ps(qv[g]));  // sign bits, as std::signbit
     uint32_t* w = words + static_cast<size_t>(g) * kGroupWords;
@@ -138,13 +138,13 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   const __m256i w2 = _mm256_broadcastsi128_si256(weight_times_2());
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   __m256i s0[NI], s1[NI];  // plane 0 (low bytes of xi >> t), plane 1 (high bytes)
-  for (int v = 0; v < NI; ++v) s0[v] = s1[v] = _mm256_setzero_si256();
+  DS41_UNROLL for (int v = 0; v < NI; ++v) s0[v] = s1[v] = _mm256_setzero_si256();
   for (int g = g0; g < g0 + 32 / kGroupK; ++g) {
     const uint32_t* x = words + static_cast<size_t>(g) * kGroupWords;
     const __m256i x0 = _mm256_set1_epi32(static_cast<int>(x[0])), x1 = _mm256_set1_epi32(static_cast<int>(x[1]));
     const __m256i x2 = _mm256_set1_epi32(static_cast<int>(x[2])), x3 = _mm256_set1_epi32(static_cast<int>(x[3]));
     const __m256i sign = _mm256_set1_epi32(static_cast<int>(x[4]));
-    for (int v = 0; v < NI; ++v) {
+    DS41_UNROLL for (int v = 0; v < NI; ++v) {
       // the sign of q into the code's sign bit (row i's four bytes lie consecutively)
       const __m256i raw = _mm256_xor_si256(panels::load_group(panel0 + v * pb, g), sign);
       const __m256i wl = _mm256_shuffle_epi8(w2, _mm256_and_si256(raw, nibble));
@@ -155,14 +155,14 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   }
   // plane 0 + 256 · plane 1 in int32: |lane pair| · 256 < 2^31
   const __m256i ones = _mm256_set1_epi16(1), by256 = _mm256_set1_epi16(256);
-  for (int v = 0; v < NI; ++v) sum[v] = _mm256_add_epi32(_mm256_madd_epi16(s0[v], ones), _mm256_madd_epi16(s1[v], by256));
+  DS41_UNROLL for (int v = 0; v < NI; ++v) sum[v] = _mm256_add_epi32(_mm256_madd_epi16(s0[v], ones), _mm256_madd_epi16(s1[v], by256));
 }
 
 /// part[v] = the float path's sum of the block at kb of panel panel0 + v·pb (the same sums as
 /// panels::gemv_tile), for a block without an integer unit.
 template <int NP>
 inline void float_block_sums(const float* q, const uint8_t* panel0, long pb, int kb, int K, __m256 (&part)[NP]) {
-  for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NP; ++v) part[v] = _mm256_setzero_ps();
   if (kb + 32 <= K)
     panels::add_groups<panels::Fp4Columns, NP, false>(q, panel0, pb, kb / kGroupK, (kb + 32) / kGroupK, K, part);
   else
@@ -181,7 +181,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const long kblocks = (K + 31) / 32;
   __m256 acc[NP];
-  for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   // each branch applies its own scales: a part[] array live across the join cost ~5% in cache
   const uint8_t* scales = w.host_fp4_scales_e8m0;
   const auto row_scales = [&](int v, int bi) {
@@ -191,7 +191,7 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
     const int bi = kb / 32;
     // (written out in each tile: GCC 12 at -O3 dropped every prefetch of these loops, the L2
     // ones too, when they sat in a helper function; fp4 32768 x 1280 then read at 25 GB/s, not 40)
-    for (int v = 0; v < NP; ++v)  // this block's codes, panels::kPrefetchAhead on
+    DS41_UNROLL for (int v = 0; v < NP; ++v)  // this block's codes, panels::kPrefetchAhead on
       panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
     for (int v = 0; v < ahead; ++v) {  // the next tile's codes of this block (4 groups), and its scales a line at a time
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
@@ -204,16 +204,16 @@ void gemv_tile(const float* q, const float* x_scale, const Planes& planes, const
       const __m256 u = _mm256_set1_ps(unit);
       __m256i sum[NP];
       block_sums<NP>(panel0, pb, planes.group, kb / kGroupK, sum);
-      for (int v = 0; v < NP; ++v)
+      DS41_UNROLL for (int v = 0; v < NP; ++v)
         acc[v] = panels::add_block(acc[v], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[v]), u), sx, row_scales(v, bi));
     } else {
       __m256 part[NP];
       float_block_sums<NP>(q, panel0, pb, kb, K, part);
-      for (int v = 0; v < NP; ++v)
+      DS41_UNROLL for (int v = 0; v < NP; ++v)
         acc[v] = panels::add_block(acc[v], part[v], sx, row_scales(v, bi));
     }
   }
-  for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
+  DS41_UNROLL for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
 }
 
 /// Whether this call may take the integer path (besides planes having been prepared).

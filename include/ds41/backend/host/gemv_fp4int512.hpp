@@ -41,13 +41,13 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
   // chains per vector rather than two leave less of vpdpbusd's latency exposed (from L3, one
   // thread, 1280 x 5120: 95.6 -> 90.3 us)
   __m512i s0[NV], s1[NV], t0[NV], t1[NV];
-  for (int v = 0; v < NV; ++v) s0[v] = s1[v] = t0[v] = t1[v] = _mm512_setzero_si512();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) s0[v] = s1[v] = t0[v] = t1[v] = _mm512_setzero_si512();
   for (int g = g0; g < g0 + 32 / kGroupK; ++g) {
     const uint32_t* x = words + static_cast<size_t>(g) * kGroupWords;
     const __m512i x0 = _mm512_set1_epi32(static_cast<int>(x[0])), x1 = _mm512_set1_epi32(static_cast<int>(x[1]));
     const __m512i x2 = _mm512_set1_epi32(static_cast<int>(x[2])), x3 = _mm512_set1_epi32(static_cast<int>(x[3]));
     const __m512i sign = _mm512_set1_epi32(static_cast<int>(x[4]));
-    for (int v = 0; v < NV; ++v) {
+    DS41_UNROLL for (int v = 0; v < NV; ++v) {
       const __m512i raw = _mm512_xor_si512(
           scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, g), sign);
       const __m512i wl = _mm512_shuffle_epi8(w2, _mm512_and_si512(raw, nibble));
@@ -58,7 +58,7 @@ inline void block_sums(const uint8_t* panel0, long pb, const uint32_t* words, in
       t1[v] = _mm512_dpbusd_epi32(t1[v], x3, wh);
     }
   }
-  for (int v = 0; v < NV; ++v)
+  DS41_UNROLL for (int v = 0; v < NV; ++v)
     sum[v] = _mm512_add_epi32(_mm512_add_epi32(s0[v], t0[v]), _mm512_slli_epi32(_mm512_add_epi32(s1[v], t1[v]), 8));
 }
 
@@ -84,7 +84,7 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const long kblocks = (K + 31) / 32;
   __m512 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
   const uint8_t* scales = w.host_fp4_scales_e8m0;
   const auto pair_scales = [&](int v, int bi) {  // panel p0 + 2v's 8 row scales, then p0 + 2v + 1's
     return scales_pair_to_f32(panels::fp4_block_scales_at(scales, kblocks, p0 + 2 * v, bi),
@@ -92,7 +92,7 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
   };
   for (int kb = 0; kb < K; kb += 32) {
     const int bi = kb / 32;
-    for (int v = 0; v < NP; ++v)  // as fp4int::gemv_tile (which says why the loops are written out)
+    DS41_UNROLL for (int v = 0; v < NP; ++v)  // as fp4int::gemv_tile (which says why the loops are written out)
       panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / kGroupK), 32 / kGroupK * 32);
     for (int v = 0; v < ahead; ++v) {
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / kGroupK), 32 / kGroupK * 32);
@@ -105,20 +105,20 @@ void gemv_tile(const float* q, const float* x_scale, const fp4int::Planes& plane
       const __m512 u = _mm512_set1_ps(unit);
       __m512i sum[NV];
       block_sums<NV>(panel0, pb, planes.group, kb / kGroupK, sum);
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         const __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(sum[v]), u);
         acc[v] = scaled512::add_block(acc[v], part, sx, pair_scales(v, bi));
       }
     } else {
       __m256 part[NP];
       fp4int::float_block_sums<NP>(q, panel0, pb, kb, K, part);
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         const __m512 pair = _mm512_insertf32x8(_mm512_castps256_ps512(part[2 * v]), part[2 * v + 1], 1);
         acc[v] = scaled512::add_block(acc[v], pair, sx, pair_scales(v, bi));
       }
     }
   }
-  for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+  DS41_UNROLL for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
     panels::store_rounded(_mm512_castps512_ps256(acc[v]), y + 16 * v, round);
     panels::store_rounded(_mm512_extractf32x8_ps(acc[v], 1), y + 16 * v + 8, round);
   }

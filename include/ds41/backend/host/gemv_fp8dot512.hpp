@@ -122,11 +122,11 @@ inline void dot_blocks(const uint32_t* pairs, const uint8_t* panel0, long pb, co
                        __m512 (&part)[B][NV]) {
   const __m512i keep = _mm512_set1_epi16(static_cast<short>(0x87F0));  // sign | c[6:0] << 4
   for (int i = 0; i < panels::kBlockK / 4; ++i)
-    for (int b = 0; b < B; ++b) {
+    DS41_UNROLL for (int b = 0; b < B; ++b) {
       const uint32_t* x = pairs + 2 * (q0[b] + i);
       const __m512bh x01 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[0]));
       const __m512bh x23 = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[1]));
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         const __m512i codes = scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q0[b] + i);
         // a lane's high half holds column 0 (byte 3) and its low half column 1 (byte 1); after a
         // 16-bit shift by 8, columns 2 (byte 2) and 3 (byte 0): scaled::shifted_pair's bytes

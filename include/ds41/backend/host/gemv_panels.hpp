@@ -79,9 +79,9 @@ template <int (*code_byte)(int, int)>
 inline __m256i column_major_control() {
   static constexpr auto table = [] {
     std::array<int8_t, 32> t{};
-    for (int h = 0; h < 2; ++h)
-      for (int j = 0; j < 4; ++j)
-        for (int d = 0; d < 4; ++d) t[16 * h + 4 * j + d] = static_cast<int8_t>(code_byte(d, j));
+    DS41_UNROLL for (int h = 0; h < 2; ++h)
+      DS41_UNROLL for (int j = 0; j < 4; ++j)
+        DS41_UNROLL for (int d = 0; d < 4; ++d) t[16 * h + 4 * j + d] = static_cast<int8_t>(code_byte(d, j));
     return t;
   }();
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table.data()));
@@ -187,7 +187,7 @@ inline __m256 add_block(__m256 acc, __m256 part, __m256 s_x, __m256 s_w) {
 inline void store_rounded(__m256 acc, float* y, OutRound round) {
   alignas(32) float a[8];
   _mm256_store_ps(a, acc);
-  for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
+  DS41_UNROLL for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
 }
 
 /// Group q (32 bytes) of a panel.
@@ -205,11 +205,11 @@ inline void add_groups(const float* x, const uint8_t* panel0, long pb, int q_beg
   for (int q = q_begin; q < q_end; ++q) {
     const int jn = kTail ? std::min(g, k_end - q * g) : g;
     __m256 c[NP][g];
-    for (int v = 0; v < NP; ++v) Columns::columns(load_group(panel0 + v * pb, q), c[v]);
+    DS41_UNROLL for (int v = 0; v < NP; ++v) Columns::columns(load_group(panel0 + v * pb, q), c[v]);
     // panels interleaved: NP independent add chains side by side hide the add latency
     for (int j = 0; j < jn; ++j) {
       const __m256 xk = _mm256_broadcast_ss(x + q * g + j);
-      for (int v = 0; v < NP; ++v) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(xk, c[v][j]));
+      DS41_UNROLL for (int v = 0; v < NP; ++v) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(xk, c[v][j]));
     }
   }
 }
@@ -222,20 +222,20 @@ void gemv_tile(const float* x, const float* xs, const MatrixView& w, long p0, fl
   const long pb = panel_bytes(w.format, K);
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   __m256 acc[NP];
-  for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   for (int kb = 0; kb < K; kb += kBlockK) {
     __m256 part[NP];
-    for (int v = 0; v < NP; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
+    DS41_UNROLL for (int v = 0; v < NP; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
     if (kb + kBlockK <= K) add_groups<Columns, NP, false>(x, panel0, pb, kb / g, (kb + kBlockK) / g, K, part);
     else add_groups<Columns, NP, true>(x, panel0, pb, kb / g, (K + g - 1) / g, K, part);
     if constexpr (kScaled) {
       const __m256 sx = _mm256_broadcast_ss(xs + kb / 32);
-      for (int v = 0; v < NP; ++v) acc[v] = add_block(acc[v], part[v], sx, block_scales(w, p0 + v, kb / 32));
+      DS41_UNROLL for (int v = 0; v < NP; ++v) acc[v] = add_block(acc[v], part[v], sx, block_scales(w, p0 + v, kb / 32));
     } else {
-      for (int v = 0; v < NP; ++v) acc[v] = part[v];
+      DS41_UNROLL for (int v = 0; v < NP; ++v) acc[v] = part[v];
     }
   }
-  for (int v = 0; v < NP; ++v) store_rounded(acc[v], y + 8 * v, round);
+  DS41_UNROLL for (int v = 0; v < NP; ++v) store_rounded(acc[v], y + 8 * v, round);
 }
 
 /// Prefill (T input rows) of panels [p0, p0 + NP): each 32-column block decoded once per kRowChunk rows.
@@ -251,18 +251,18 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
     const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
     __m256 acc[kRowChunk][NP];
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NP; ++v) acc[r][v] = _mm256_setzero_ps();
+      DS41_UNROLL for (int v = 0; v < NP; ++v) acc[r][v] = _mm256_setzero_ps();
     for (int kb = 0; kb < K; kb += kBlockK) {
       const int kn = std::min(kBlockK, K - kb);
       for (int q = kb / g; q * g < kb + kn; ++q)
-        for (int v = 0; v < NP; ++v) {
+        DS41_UNROLL for (int v = 0; v < NP; ++v) {
           __m256 c[g];
           Columns::columns(load_group(panel0 + v * pb, q), c);
           for (int j = 0; j < g && q * g + j < kb + kn; ++j) wt[q * g + j - kb][v] = c[j];
         }
       __m256 scale[NP];
       if constexpr (kScaled)
-        for (int v = 0; v < NP; ++v) scale[v] = block_scales(w, p0 + v, kb / 32);
+        DS41_UNROLL for (int v = 0; v < NP; ++v) scale[v] = block_scales(w, p0 + v, kb / 32);
       // two input rows per pass: each weight column loaded once feeds both rows' chains (one row
       // per pass made the loads, not the multiply-adds, the bound)
       int r = 0;
@@ -270,13 +270,13 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
         const float* x0 = x + (r0 + r) * x_stride + kb;
         const float* x1 = x0 + x_stride;
         __m256 a0[NP], a1[NP];
-        for (int v = 0; v < NP; ++v) {
+        DS41_UNROLL for (int v = 0; v < NP; ++v) {
           a0[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
           a1[v] = kScaled ? _mm256_setzero_ps() : acc[r + 1][v];
         }
         for (int k = 0; k < kn; ++k) {
           const __m256 xk0 = _mm256_broadcast_ss(x0 + k), xk1 = _mm256_broadcast_ss(x1 + k);
-          for (int v = 0; v < NP; ++v) {
+          DS41_UNROLL for (int v = 0; v < NP; ++v) {
             __m256 wk = wt[k][v];
 #if defined(__GNUC__)
             asm("" : "+x"(wk));  // one load per column: the compiler would fold it into both multiplies
@@ -288,12 +288,12 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
         if constexpr (kScaled) {
           const __m256 sx0 = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / 32);
           const __m256 sx1 = _mm256_broadcast_ss(xs + (r0 + r + 1) * kblocks + kb / 32);
-          for (int v = 0; v < NP; ++v) {
+          DS41_UNROLL for (int v = 0; v < NP; ++v) {
             acc[r][v] = add_block(acc[r][v], a0[v], sx0, scale[v]);
             acc[r + 1][v] = add_block(acc[r + 1][v], a1[v], sx1, scale[v]);
           }
         } else {
-          for (int v = 0; v < NP; ++v) {
+          DS41_UNROLL for (int v = 0; v < NP; ++v) {
             acc[r][v] = a0[v];
             acc[r + 1][v] = a1[v];
           }
@@ -302,21 +302,21 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
       for (; r < tc; ++r) {
         const float* xr = x + (r0 + r) * x_stride + kb;
         __m256 a[NP];
-        for (int v = 0; v < NP; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
+        DS41_UNROLL for (int v = 0; v < NP; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
         for (int k = 0; k < kn; ++k) {
           const __m256 xk = _mm256_broadcast_ss(xr + k);
-          for (int v = 0; v < NP; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
+          DS41_UNROLL for (int v = 0; v < NP; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
         }
         if constexpr (kScaled) {
           const __m256 sx = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / 32);
-          for (int v = 0; v < NP; ++v) acc[r][v] = add_block(acc[r][v], a[v], sx, scale[v]);
+          DS41_UNROLL for (int v = 0; v < NP; ++v) acc[r][v] = add_block(acc[r][v], a[v], sx, scale[v]);
         } else {
-          for (int v = 0; v < NP; ++v) acc[r][v] = a[v];
+          DS41_UNROLL for (int v = 0; v < NP; ++v) acc[r][v] = a[v];
         }
       }
     }
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NP; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 8 * v, round);
+      DS41_UNROLL for (int v = 0; v < NP; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + 8 * v, round);
   }
 }
 

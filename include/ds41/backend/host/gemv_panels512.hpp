@@ -58,27 +58,27 @@ void gemv_tile(const float* x, const MatrixView& w, long p0, float* y, OutRound 
   const long pb = panel_bytes(w.format, K);
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   __m512 part[NV];
-  for (int v = 0; v < NV; ++v) part[v] = _mm512_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) part[v] = _mm512_setzero_ps();
   const int whole = K / g;  // groups wholly inside K
   for (int q = 0; q < whole; ++q) {
     if (q % 2 == 0)  // two groups to a 64-byte line
       for (int v = 0; v < 2 * NV; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, q), 64, kPrefetchAhead);
     __m512 c[NV][g];
-    for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
       Columns::columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q), c[v]);
     for (int j = 0; j < g; ++j) {
       const __m512 xk = _mm512_set1_ps(x[q * g + j]);
-      for (int v = 0; v < NV; ++v) part[v] = _mm512_add_ps(part[v], _mm512_mul_ps(xk, c[v][j]));
+      DS41_UNROLL for (int v = 0; v < NV; ++v) part[v] = _mm512_add_ps(part[v], _mm512_mul_ps(xk, c[v][j]));
     }
   }
   if (whole * g < K) {  // a bf16 K tail: the last group's first column only
     __m512 c[NV][g];
-    for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
       Columns::columns(scaled512::load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, whole), c[v]);
     const __m512 xk = _mm512_set1_ps(x[whole * g]);
-    for (int v = 0; v < NV; ++v) part[v] = _mm512_add_ps(part[v], _mm512_mul_ps(xk, c[v][0]));
+    DS41_UNROLL for (int v = 0; v < NV; ++v) part[v] = _mm512_add_ps(part[v], _mm512_mul_ps(xk, c[v][0]));
   }
-  for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+  DS41_UNROLL for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
     panels::store_rounded(_mm512_castps512_ps256(part[v]), y + 16 * v, round);
     panels::store_rounded(_mm512_extractf32x8_ps(part[v], 1), y + 16 * v + 8, round);
   }

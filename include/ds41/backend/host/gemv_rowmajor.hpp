@@ -57,7 +57,7 @@ struct F32Columns {
   static constexpr WeightFormat kFormat = WeightFormat::kF32;
   static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
     const float* p = static_cast<const float*>(w.data) + static_cast<long>(n0) * w.cols + k;
-    for (int i = 0; i < 8; ++i) c[i] = _mm256_loadu_ps(p + static_cast<long>(i) * w.cols);
+    DS41_UNROLL for (int i = 0; i < 8; ++i) c[i] = _mm256_loadu_ps(p + static_cast<long>(i) * w.cols);
     transpose8(c);
   }
 };
@@ -66,7 +66,7 @@ struct Bf16Columns {  // bf16 -> f32 is the 16 bits moved to the top half
   static constexpr WeightFormat kFormat = WeightFormat::kBF16;
   static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
     const uint16_t* p = static_cast<const uint16_t*>(w.data) + static_cast<long>(n0) * w.cols + k;
-    for (int i = 0; i < 8; ++i) {
+    DS41_UNROLL for (int i = 0; i < 8; ++i) {
       __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols));
       c[i] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
@@ -80,7 +80,7 @@ struct Fp8Columns {
   static constexpr WeightFormat kFormat = WeightFormat::kFp8Block32;
   static void load8(const MatrixView& w, int n0, int k, __m256 c[8]) {
     const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * w.cols + k;
-    for (int i = 0; i < 8; ++i)
+    DS41_UNROLL for (int i = 0; i < 8; ++i)
       c[i] = e4m3_decode8(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + static_cast<long>(i) * w.cols))));
     transpose8(c);
   }
@@ -102,7 +102,7 @@ inline __m256i fp4_nibble_lanes(const MatrixView& w, int n0, int k) {
   const uint8_t* p = static_cast<const uint8_t*>(w.data) + static_cast<long>(n0) * (w.cols / 2) + k / 2;
   const long stride = w.cols / 2;
   int32_t u[8];
-  for (int i = 0; i < 8; ++i) std::memcpy(&u[i], p + i * stride, 4);
+  DS41_UNROLL for (int i = 0; i < 8; ++i) std::memcpy(&u[i], p + i * stride, 4);
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u));
 }
 
@@ -127,10 +127,10 @@ struct Fp4Columns {
 template <class Columns, int NV>
 inline void decode_block(const MatrixView& w, int n0, int kb, __m256 (*wt)[NV]) {
   __m256 c[8];
-  for (int v = 0; v < NV; ++v)
+  DS41_UNROLL for (int v = 0; v < NV; ++v)
     for (int k8 = 0; k8 < kBlockK; k8 += 8) {
       Columns::load8(w, n0 + 8 * v, kb + k8, c);
-      for (int j = 0; j < 8; ++j) wt[k8 + j][v] = c[j];
+      DS41_UNROLL for (int j = 0; j < 8; ++j) wt[k8 + j][v] = c[j];
     }
 }
 
@@ -139,8 +139,8 @@ template <int NV>
 inline void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m256 (*wt)[NV]) {
   alignas(32) float col[8];
   for (int k = 0; k < kn; ++k)
-    for (int v = 0; v < NV; ++v) {
-      for (int i = 0; i < 8; ++i) col[i] = w.stored_value(n0 + 8 * v + i, kb + k);
+    DS41_UNROLL for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int i = 0; i < 8; ++i) col[i] = w.stored_value(n0 + 8 * v + i, kb + k);
       wt[k][v] = _mm256_load_ps(col);
     }
 }
@@ -148,14 +148,14 @@ inline void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m
 inline __m256 block_scales8(const MatrixView& w, int n0, int kb) {
   if (w.format == WeightFormat::kFp8Block32) return _mm256_set1_ps(w.scale_row(n0)[kb / 32]);
   alignas(32) float s[8];
-  for (int i = 0; i < 8; ++i) s[i] = w.scale_row(n0 + i)[kb / 32];
+  DS41_UNROLL for (int i = 0; i < 8; ++i) s[i] = w.scale_row(n0 + i)[kb / 32];
   return _mm256_load_ps(s);
 }
 
 inline void store_rounded(__m256 acc, float* y, OutRound round) {
   alignas(32) float a[8];
   _mm256_store_ps(a, acc);
-  for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
+  DS41_UNROLL for (int i = 0; i < 8; ++i) y[i] = apply_round(a[i], round);
 }
 
 /// Rows [n0, n0 + 8·NV) for T input rows: decode each 32-column block once per kRowChunk rows.
@@ -169,7 +169,7 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
     const int tc = static_cast<int>(std::min<long>(kRowChunk, T - r0));
     __m256 acc[kRowChunk][NV];
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+      DS41_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
     for (int kb = 0; kb < K; kb += kBlockK) {
       const int kn = std::min(kBlockK, K - kb);
       bool full = kn == kBlockK;
@@ -178,25 +178,25 @@ void linear_tile(const float* x, const float* xs, long T, long x_stride, const M
       else decode_block_scalar<NV>(w, n0, kb, kn, wt);
       __m256 scale[NV];
       if constexpr (kScaled)
-        for (int v = 0; v < NV; ++v) scale[v] = block_scales8(w, n0 + 8 * v, kb);
+        DS41_UNROLL for (int v = 0; v < NV; ++v) scale[v] = block_scales8(w, n0 + 8 * v, kb);
       for (int r = 0; r < tc; ++r) {
         const float* xr = x + (r0 + r) * x_stride + kb;
         __m256 a[NV];
-        for (int v = 0; v < NV; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
+        DS41_UNROLL for (int v = 0; v < NV; ++v) a[v] = kScaled ? _mm256_setzero_ps() : acc[r][v];
         for (int k = 0; k < kn; ++k) {
           const __m256 xk = _mm256_broadcast_ss(xr + k);
-          for (int v = 0; v < NV; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
+          DS41_UNROLL for (int v = 0; v < NV; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(xk, wt[k][v]));
         }
         if constexpr (kScaled) {
           const __m256 sx = _mm256_broadcast_ss(xs + (r0 + r) * kblocks + kb / kBlockK);
-          for (int v = 0; v < NV; ++v) acc[r][v] = panels::add_block(acc[r][v], a[v], sx, scale[v]);
+          DS41_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = panels::add_block(acc[r][v], a[v], sx, scale[v]);
         } else {
-          for (int v = 0; v < NV; ++v) acc[r][v] = a[v];
+          DS41_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = a[v];
         }
       }
     }
     for (int r = 0; r < tc; ++r)
-      for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + n0 + 8 * v, round);
+      DS41_UNROLL for (int v = 0; v < NV; ++v) store_rounded(acc[r][v], y + (r0 + r) * y_stride + n0 + 8 * v, round);
   }
 }
 
@@ -206,20 +206,20 @@ template <class Columns, int NV, bool kScaled>
 void gemv_tile(const float* x, const float* xs, const MatrixView& w, int n0, float* y, OutRound round) {
   const int K = w.cols;
   __m256 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   int kb = 0;
   for (; kb + kBlockK <= K; kb += kBlockK) {
     if constexpr (std::is_same_v<Columns, Fp8Columns>)
       if (Fp8Columns::block_has_nan(w, n0, 8 * NV, kb)) break;  // the rest by linear_tile's scalar decode
     __m256 part[NV];
-    for (int v = 0; v < NV; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
+    DS41_UNROLL for (int v = 0; v < NV; ++v) part[v] = kScaled ? _mm256_setzero_ps() : acc[v];
     for (int k8 = kb; k8 < kb + kBlockK; k8 += 8)
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         __m256 c[8];
         Columns::load8(w, n0 + 8 * v, k8, c);
-        for (int j = 0; j < 8; ++j) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(_mm256_broadcast_ss(x + k8 + j), c[j]));
+        DS41_UNROLL for (int j = 0; j < 8; ++j) part[v] = _mm256_add_ps(part[v], _mm256_mul_ps(_mm256_broadcast_ss(x + k8 + j), c[j]));
       }
-    for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
       acc[v] = kScaled ? panels::add_block(acc[v], part[v], _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb))
                        : part[v];
   }
@@ -228,7 +228,7 @@ void gemv_tile(const float* x, const float* xs, const MatrixView& w, int n0, flo
     for (; kb < K; kb += kBlockK) {
       const int kn = std::min(kBlockK, K - kb);
       decode_block_scalar<NV>(w, n0, kb, kn, wt);
-      for (int v = 0; v < NV; ++v) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v) {
         __m256 part = kScaled ? _mm256_setzero_ps() : acc[v];
         for (int k = 0; k < kn; ++k) part = _mm256_add_ps(part, _mm256_mul_ps(_mm256_broadcast_ss(x + kb + k), wt[k][v]));
         acc[v] = kScaled ? panels::add_block(acc[v], part, _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb))
@@ -236,7 +236,7 @@ void gemv_tile(const float* x, const float* xs, const MatrixView& w, int n0, flo
       }
     }
   }
-  for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
+  DS41_UNROLL for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
 }
 
 /// Decode GEMV (one input row) for fp4: products[k] holds x[k]·{0, .5, 1, 1.5, 2, 3, 4, 6}, so a
@@ -247,37 +247,37 @@ void fp4_gemv_tile(const float* x, const float* xs, const float* products, const
   const int K = w.cols;
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   __m256 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   int kb = 0;
   for (; kb + kBlockK <= K; kb += kBlockK) {
     __m256 part[NV];
-    for (int v = 0; v < NV; ++v) part[v] = _mm256_setzero_ps();
+    DS41_UNROLL for (int v = 0; v < NV; ++v) part[v] = _mm256_setzero_ps();
     for (int k8 = kb; k8 < kb + kBlockK; k8 += 8) {
       __m256i lanes[NV];
-      for (int v = 0; v < NV; ++v) lanes[v] = fp4_nibble_lanes(w, n0 + 8 * v, k8);
+      DS41_UNROLL for (int v = 0; v < NV; ++v) lanes[v] = fp4_nibble_lanes(w, n0 + 8 * v, k8);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m256 pk = _mm256_load_ps(products + 8 * (k8 + j));
-        for (int v = 0; v < NV; ++v) {
+        DS41_UNROLL for (int v = 0; v < NV; ++v) {
           __m256 p = _mm256_permutevar8x32_ps(pk, _mm256_srli_epi32(lanes[v], 4 * j));
           __m256i s = _mm256_and_si256(_mm256_slli_epi32(lanes[v], 28 - 4 * j), sign);
           part[v] = _mm256_add_ps(part[v], _mm256_xor_ps(p, _mm256_castsi256_ps(s)));
         }
       }
     }
-    for (int v = 0; v < NV; ++v)
+    DS41_UNROLL for (int v = 0; v < NV; ++v)
       acc[v] = panels::add_block(acc[v], part[v], _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb));
   }
   if (kb < K) {  // K tail: scalar-built columns
     alignas(32) __m256 wt[kBlockK][NV];
     decode_block_scalar<NV>(w, n0, kb, K - kb, wt);
-    for (int v = 0; v < NV; ++v) {
+    DS41_UNROLL for (int v = 0; v < NV; ++v) {
       __m256 part = _mm256_setzero_ps();
       for (int k = 0; k < K - kb; ++k) part = _mm256_add_ps(part, _mm256_mul_ps(_mm256_broadcast_ss(x + kb + k), wt[k][v]));
       acc[v] = panels::add_block(acc[v], part, _mm256_broadcast_ss(xs + kb / kBlockK), block_scales8(w, n0 + 8 * v, kb));
     }
   }
-  for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
+  DS41_UNROLL for (int v = 0; v < NV; ++v) store_rounded(acc[v], y + n0 + 8 * v, round);
 }
 
 /// products[8k .. 8k + 8) = x[k] · e2m1 magnitudes, for fp4_gemv_tile (32-byte aligned).

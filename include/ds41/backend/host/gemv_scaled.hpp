@@ -126,12 +126,12 @@ inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const in
   for (int i = 0; i < panels::kBlockK / 4; ++i)
     for (int j = 0; j < 4; j += 2) {
       __m256 x0[B], x1[B];
-      for (int b = 0; b < B; ++b) {
+      DS41_UNROLL for (int b = 0; b < B; ++b) {
         x0[b] = _mm256_broadcast_ss(xs + 4 * (q0[b] + i) + j);
         x1[b] = _mm256_broadcast_ss(xs + 4 * (q0[b] + i) + j + 1);
       }
-      for (int v = 0; v < NP; ++v)
-        for (int b = 0; b < B; ++b) {
+      DS41_UNROLL for (int v = 0; v < NP; ++v)
+        DS41_UNROLL for (int b = 0; b < B; ++b) {
           __m256 wj, wj1;
           decode_column_pair(panels::load_group(panel0 + v * pb, q0[b] + i), j, wj, wj1);
           part[b][v] = _mm256_fmadd_ps(x1[b], wj1, _mm256_fmadd_ps(x0[b], wj, part[b][v]));
@@ -152,10 +152,10 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const __m256 part_back = _mm256_set1_ps(kPartScale);
   __m256 acc[NP];
-  for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NP; ++v) acc[v] = _mm256_setzero_ps();
   const auto finish_block = [&](int kb, const __m256(&part)[NP]) {
     const __m256 sx = _mm256_broadcast_ss(x_scale + kb / 32);
-    for (int v = 0; v < NP; ++v)
+    DS41_UNROLL for (int v = 0; v < NP; ++v)
       acc[v] = panels::add_block(acc[v], _mm256_mul_ps(part[v], part_back), sx, panels::block_scales(w, p0 + v, kb / 32));
   };
   const int whole = K / panels::kBlockK * panels::kBlockK;  // blocks below `whole` lie inside K
@@ -167,22 +167,22 @@ void gemv_tile(const float* xs, const float* x_scale, const MatrixView& w, long 
   // prefetch 35.6 / 41.7 / 41.0 / 29.1. The same trade as scaled512::kBlocksInFlight.
   for (int kb = 0; kb < K; kb += panels::kBlockK) {
     __m256 part[1][NP];
-    for (int v = 0; v < NP; ++v) part[0][v] = _mm256_setzero_ps();
+    DS41_UNROLL for (int v = 0; v < NP; ++v) part[0][v] = _mm256_setzero_ps();
     if (kb < whole) {
-      for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), panels::kBlockK / g * 32);
+      DS41_UNROLL for (int v = 0; v < NP; ++v) panels::prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), panels::kBlockK / g * 32);
       for (int v = 0; v < ahead; ++v)  // the next tile's groups of this block
         panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), panels::kBlockK / g * 32);
       add_blocks<1, NP>(xs, panel0, pb, {kb / g}, part);
     } else {  // the K tail, column by column
       for (int k = kb; k < K; ++k) {
         const __m256 xk = _mm256_broadcast_ss(xs + k);
-        for (int v = 0; v < NP; ++v)
+        DS41_UNROLL for (int v = 0; v < NP; ++v)
           part[0][v] = _mm256_fmadd_ps(xk, decode_column(panels::load_group(panel0 + v * pb, k / g), k % g), part[0][v]);
       }
     }
     finish_block(kb, part[0]);
   }
-  for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
+  DS41_UNROLL for (int v = 0; v < NP; ++v) panels::store_rounded(acc[v], y + 8 * v, round);
 }
 
 /// Whether this call may take the scaled decoder (besides a scaled input having been prepared).

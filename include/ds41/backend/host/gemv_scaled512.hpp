@@ -101,17 +101,17 @@ template <int B, int NV, bool kLift = false>
 inline void add_blocks(const float* xs, const uint8_t* panel0, long pb, const int (&q0)[B], __m512 (&part)[B][NV]) {
   for (int i = 0; i < panels::kBlockK / 4; ++i) {
     __m512i codes[B][NV];
-    for (int b = 0; b < B; ++b)
-      for (int v = 0; v < NV; ++v) codes[b][v] = load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q0[b] + i);
+    DS41_UNROLL for (int b = 0; b < B; ++b)
+      DS41_UNROLL for (int v = 0; v < NV; ++v) codes[b][v] = load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, q0[b] + i);
     for (int j = 0; j < 4; j += 2) {
       __m512 x0[B], x1[B];
-      for (int b = 0; b < B; ++b) {
+      DS41_UNROLL for (int b = 0; b < B; ++b) {
         const float x0s = xs[4 * (q0[b] + i) + j], x1s = xs[4 * (q0[b] + i) + j + 1];
         x0[b] = _mm512_set1_ps(kLift ? lift_input(x0s) : x0s);
         x1[b] = _mm512_set1_ps(kLift ? lift_input(x1s) : x1s);
       }
-      for (int v = 0; v < NV; ++v)
-        for (int b = 0; b < B; ++b) {
+      DS41_UNROLL for (int v = 0; v < NV; ++v)
+        DS41_UNROLL for (int b = 0; b < B; ++b) {
           __m512 wj, wj1;
           decode_column_pair(codes[b][v], j, wj, wj1);
           if constexpr (kLift) {
@@ -147,7 +147,7 @@ inline bool any_subnormal(const uint8_t* subnormal, long kblocks, long p0, int n
   if (!subnormal) return false;
   bool any = false;
   for (int v = 0; v < np; ++v)
-    for (int b = 0; b < B; ++b) any |= subnormal[(p0 + v) * kblocks + q0[b] / 8] != 0;
+    DS41_UNROLL for (int b = 0; b < B; ++b) any |= subnormal[(p0 + v) * kblocks + q0[b] / 8] != 0;
   return any;
 }
 
@@ -180,10 +180,10 @@ void gemv_tile(const Sums& sums, const float* x_scale, const MatrixView& w, long
   const uint8_t* panel0 = static_cast<const uint8_t*>(w.data) + p0 * pb;
   const __m512 part_back = _mm512_set1_ps(scaled::kPartScale);
   __m512 acc[NV];
-  for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
+  DS41_UNROLL for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
   const auto finish_block = [&](int kb, const __m512(&part)[NV]) {
     const __m512 sx = _mm512_set1_ps(x_scale[kb / 32]);
-    for (int v = 0; v < NV; ++v) {
+    DS41_UNROLL for (int v = 0; v < NV; ++v) {
       const __m512 sw = block_scales_pair(w, p0 + 2 * v, kb / 32);
       acc[v] = add_block(acc[v], _mm512_mul_ps(part[v], part_back), sx, sw);
     }
@@ -194,26 +194,26 @@ void gemv_tile(const Sums& sums, const float* x_scale, const MatrixView& w, long
     constexpr int B = kBlocksInFlight, span = B * panels::kBlockK / g * 32;  // bytes of a panel's B blocks
     __m512 part[B][NV];
     int q0[B];
-    for (int b = 0; b < B; ++b) {
+    DS41_UNROLL for (int b = 0; b < B; ++b) {
       q0[b] = (kb + b * panels::kBlockK) / g;
-      for (int v = 0; v < NV; ++v) part[b][v] = _mm512_setzero_ps();
+      DS41_UNROLL for (int v = 0; v < NV; ++v) part[b][v] = _mm512_setzero_ps();
     }
     for (int v = 0; v < ahead; ++v)  // the next tile's groups of these blocks
       panels::prefetch_l2(panels::group_at(panel0 + (NP + v) * pb, kb / g), span);
-    for (int v = 0; v < NP; ++v)  // these blocks' groups, kPrefetchAhead on
+    DS41_UNROLL for (int v = 0; v < NP; ++v)  // these blocks' groups, kPrefetchAhead on
       prefetch_ahead(panels::group_at(panel0 + v * pb, kb / g), span);
     sums.template add<B, NV>(panel0, pb, p0, q0, part);
-    for (int b = 0; b < B; ++b) finish_block(kb + b * panels::kBlockK, part[b]);
+    DS41_UNROLL for (int b = 0; b < B; ++b) finish_block(kb + b * panels::kBlockK, part[b]);
   }
   for (; kb < K; kb += panels::kBlockK) {
     __m512 part[1][NV];
-    for (int v = 0; v < NV; ++v) part[0][v] = _mm512_setzero_ps();
+    DS41_UNROLL for (int v = 0; v < NV; ++v) part[0][v] = _mm512_setzero_ps();
     if (kb < whole) {
       sums.template add<1, NV>(panel0, pb, p0, {kb / g}, part);
     } else {  // the K tail, column by column
       for (int k = kb; k < K; ++k) {
         const __m512 xk = _mm512_set1_ps(xs[k]);
-        for (int v = 0; v < NV; ++v) {
+        DS41_UNROLL for (int v = 0; v < NV; ++v) {
           const __m512i codes = load_group_pair(panel0 + 2 * v * pb, panel0 + (2 * v + 1) * pb, k / g);
           part[0][v] = _mm512_fmadd_ps(xk, decode_column(codes, k % g), part[0][v]);
         }
@@ -221,7 +221,7 @@ void gemv_tile(const Sums& sums, const float* x_scale, const MatrixView& w, long
     }
     finish_block(kb, part[0]);
   }
-  for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
+  DS41_UNROLL for (int v = 0; v < NV; ++v) {  // lanes 0-7 the first panel's rows, 8-15 the second's
     panels::store_rounded(_mm512_castps512_ps256(acc[v]), y + 16 * v, round);
     panels::store_rounded(_mm512_extractf32x8_ps(acc[v], 1), y + 16 * v + 8, round);
   }

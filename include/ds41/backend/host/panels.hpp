@@ -152,7 +152,7 @@ inline __m256i panel_words(WeightFormat f, __m256i w) {
 /// the panel's 256 contiguous bytes from group q.
 inline void pack_8_groups(WeightFormat f, const uint8_t* const* row, long q, uint8_t* panel) {
   __m256i r[8];
-  for (int i = 0; i < 8; ++i)
+  DS41_UNROLL for (int i = 0; i < 8; ++i)
     r[i] = panel_words(f, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + 4 * q)));
   const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
   const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
