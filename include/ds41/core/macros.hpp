@@ -27,10 +27,11 @@
 #define DS41_LAMBDA_INLINE
 #endif
 
-// DS41_UNROLL: a host kernel's loop over its register-held vectors (accumulators, decoded columns)
-// unrolled at any optimisation level: GCC's -O2 keeps such a loop rolled and the vectors in memory
-// (the GGUF decode GEMV ran 1.6-1.9x slower at -O2 than at -O3 for that alone). Not in nvcc's
-// passes, which warn on the pragma in host code and compile no host kernel that needs it.
+// DS41_UNROLL: a host kernel's loop over its register-held vectors (accumulators, decoded columns,
+// a tile's rows) unrolled at any optimisation level: GCC's -O2 keeps such a loop rolled and the
+// vectors in memory, and an engine building at -O2 (RelWithDebInfo) got the Linears 1.6-2.6x
+// slower than at -O3 for that alone (docs/PERFORMANCE.md, session 34). Not in nvcc's passes,
+// which warn on the pragma in host code and compile no host kernel that needs it.
 #if defined(__GNUC__) && !defined(__CUDACC__)
 #define DS41_UNROLL _Pragma("GCC unroll 16")
 #else
