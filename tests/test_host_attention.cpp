@@ -113,7 +113,7 @@ TEST_CASE("sparse attention: the host's side-by-side sums give the one-at-a-time
     }
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 TEST_CASE("avx2::dot_rows_in_order: 8 or 16 dot products, each in d order (attention scores are bf16-blurred downstream)") {
   std::mt19937 rng(67);
   std::uniform_real_distribution<float> uni(-2.0f, 2.0f);

@@ -20,7 +20,7 @@
 #include "ds41/model/engram.hpp"
 #include "ds41/model/highway.hpp"
 #include "ds41/core/compress_math.hpp"
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
 #include "golden_checks.hpp"
@@ -310,7 +310,7 @@ HostTensor fp8_trained_like(int rows, int cols, std::mt19937& rng) {
 
 }  // namespace
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 TEST_CASE("host fp8 panels, scaled-domain decoder: bit-identical, and every guard falls back") {
   // every check runs at each vector level this build has (AVX-512 BF16 dot products,
   // host/gemv_fp8dot512.hpp; AVX-512 multiply-adds, host/gemv_scaled512.hpp; AVX2 alone): the
@@ -810,7 +810,7 @@ TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits
     long bad = 0;
     for (int k = 0; k < K; ++k) bad += !same_bits(q1[k], q2[k]);
     for (int b = 0; b < 41; ++b) bad += !same_bits(s1[b], s2[b]);
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
     // the AVX2 block on its own too (act_quant_row_fast takes the AVX-512 one where built)
     for (int b = 0; b < 40; ++b) {
       float q8[32], s8;
@@ -843,7 +843,7 @@ TEST_CASE("fp8/fp4 Linear input: the vector act_quant gives act_quant_row's bits
   }
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 TEST_CASE("fp4 panels, integer block sums: taken where provably exact, the float path elsewhere, same bits") {
   std::mt19937 rng(43);
   std::normal_distribution<float> gauss(0.0f, 1.0f);

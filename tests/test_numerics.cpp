@@ -247,7 +247,7 @@ TEST_CASE("log1p_scalar is this libm's log1pf bit for bit (softplus's scalar tai
   CHECK(mismatches == 0);
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 TEST_CASE("exp_sleef_u10_8 is exp_sleef_u10 bit for bit on every lane (the host softmax's exps)") {
   long tested = 0, mismatches = 0;
   uint32_t first_bad = 0;

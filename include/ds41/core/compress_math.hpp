@@ -56,7 +56,7 @@ DS41_HD float index_score_entry(const float* q, const float* w, const float* k, 
 /// sums in the same order per key; a 128-long dot product one at a time is latency-bound).
 inline void index_scores_host(const float* q, const float* w, const float* keys, long j0, long nk, int heads, int hd,
                               bool small_bmm, float* out) {
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
   if (!small_bmm && j0 + 8 <= nk && hd <= avx2::kIndexScoresMaxDim) {
     const float* k[8];
     for (int j = 0; j < 8; ++j) k[j] = keys + (j0 + j) * hd;

@@ -9,8 +9,10 @@
 //
 // A panel block holds block b of 8 consecutive rows: first the 8 rows' header bytes (the block's
 // f16 scales and packed sub-block scales, row after row, each in its block order), then each code
-// field's columns: field f of width w bits (Q4_K's nibbles: 4; Q5_K's fifth bit: 1; Q8_0's int8:
+// field's columns: field f of width w bits (Q4_K's nibbles: 4; Q2_K's 2-bit codes: 2; Q8_0's int8:
 // 8) takes w bytes per column, row i's code in bits [w·i, w·i + w) of that little-endian integer.
+// Where an element's code has two fields (Q3_K, Q5_0, Q5_1, Q5_K, Q6_K: low bits and high bits)
+// they are stored joined, as one field of 3, 5 or 6 bits, the high bits on top.
 // The header ranges and fields of each type cover every byte of its block (GgmlPanelLayout), so
 // unpack() gives back the row's block exactly, and the definition (core/ggml_quants.hpp) reads it.
 // F16 is its own case: a panel block is one column, the 8 rows' f16 values.
@@ -31,10 +33,10 @@ struct GgmlPanelLayout {
   int header_begin[2] = {0, 0}, header_end[2] = {0, 0};  // byte ranges kept per row (the second may be empty)
   int fields = 0;                                         // code fields (1 or 2)
   int width[2] = {0, 0};                                  // bits of each field per element
-  // joined (Q3_K, Q5_0, Q5_1, Q5_K, Q6_K): the two fields are stored as one code of width[0] + width[1] bits, field 1
-  // the high bits, so that one shift and one mask give a lane its whole code (Q3_K's 3-bit codes
-  // index a table of their values; Q5_K's and Q6_K's are the low bits | the high ones << 4), instead of two shifts, two
-  // masks and the adds that join them
+  // joined (Q3_K, Q5_0, Q5_1, Q5_K, Q6_K): the two fields are stored as one code of width[0] +
+  // width[1] bits, field 1 the high bits, so that one shift and one mask give a lane its whole
+  // code (Q3_K's 3-bit codes index a table of their values; the others' are low | high << 4)
+  // instead of two shifts, two masks and the adds that join them
   bool joined = false;
 };
 
@@ -240,8 +242,8 @@ DS41_HD void ggml_panel_unpack(GgmlType t, const uint8_t* in, int i, uint8_t* bl
     const uint8_t* col0 = in + ggml_panel_field_offset(t, f);
     for (int e = 0; e < be; ++e) {
       // row i's code: bits [w·i, w·i + w) of the column's w bytes (a 3-bit code may cross a byte)
-      const int bit = w * i, at = e * w + bit / 8;
-      const unsigned two = col0[at] | (bit % 8 + w > 8 ? static_cast<unsigned>(col0[at + 1]) << 8 : 0u);
+      const int bit = w * i, byte0 = e * w + bit / 8;
+      const unsigned two = col0[byte0] | (bit % 8 + w > 8 ? static_cast<unsigned>(col0[byte0 + 1]) << 8 : 0u);
       const unsigned code = (two >> (bit % 8)) & ((1u << w) - 1u);
       for (int part = 0; part < (l.joined ? 2 : 1); ++part) {
         const int pf = l.joined ? part : f;

@@ -1,7 +1,9 @@
 // ds41/core/simd_avx2.hpp — small AVX2 helpers shared by host-only fast paths (host builds with
-// AVX2; nothing here is compiled for the device or without AVX2).
+// AVX2 and FMA, as x86-64-v3 has them: the 8-lane exp is FMAs by definition, and GCC's -mavx2 or
+// -mavx512f alone do not enable FMA; nothing here is compiled for the device or without them:
+// such a build takes every kernel's scalar form, the same bits).
 #pragma once
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include <cmath>
 #include <type_traits>

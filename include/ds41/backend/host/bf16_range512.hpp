@@ -11,7 +11,7 @@
 #pragma once
 #include <cstdint>
 #include "../../core/numeric.hpp"
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && defined(__FMA__) && \
     !defined(__CUDA_ARCH__)
 #define DS41_HOST_AVX512 1
 #include <immintrin.h>

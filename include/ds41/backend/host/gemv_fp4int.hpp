@@ -23,7 +23,7 @@
 #include "../../core/linear_math.hpp"
 #include "buffer.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #include "gemv_panels.hpp"
 

@@ -11,7 +11,8 @@
 // Two layouts. The host's upload repacks the types with per-element code fields (Q1_0..Q8_0, the
 // K-quants, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
 // where a column of 8 rows decodes straight into a vector (a broadcast, a variable shift and a
-// mask per code field): the decode GEMV decodes the tile's four panels side by side into its four
+// mask, or a permute of the type's value table; each type's decoder its own instantiation,
+// visit_panel_type): the decode GEMV decodes the tile's four panels side by side into its four
 // chains; T > 1 decodes each 256-column segment once into a column buffer and applies it to up to
 // kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any view left row-major are
 // decoded row by row (ggml_row_decoders.hpp's vector decoders for the IQ grid types, else
@@ -35,7 +36,7 @@
 #include "bf16_range512.hpp"  // DS41_HOST_AVX512
 #include "ggml_row_decoders.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
 
@@ -50,7 +51,7 @@ inline bool usable(const MatrixView& w) {
 
 // ---------------------------------------------------------------- the panel repack
 /// Where the panel kernel is compiled: AVX2 and F16C (the f16 scales convert 8 at a time).
-#if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__CUDA_ARCH__)
 #define DS41_HOST_GGML_PANELS 1
 #endif
 /// Whether pack() takes the view: row-major blocks of a type with panels, where the panel kernel
@@ -111,7 +112,7 @@ inline void linear_rows_scalar(const float* x, long T, long x_stride, const Matr
     for (int n = n_begin; n < n_end; ++n) y[t * y_stride + n] = apply_round(w.dot(x + t * x_stride, n), round);
 }
 
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 constexpr int kGroups = 4;      // 8-row vectors per tile
 constexpr int kSegment = 256;   // columns decoded at a time
 constexpr int kRowChunk = 16;   // input rows sharing one decoded segment

@@ -39,7 +39,7 @@ inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_s
 #include "../../core/fp_exact_end.hpp"
 
 #include "linear_call.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 
 #include "../../core/fp_exact_begin.hpp"

@@ -20,7 +20,7 @@
 // These kernels serve row-major views (HostTensor::view(), fp8 matrices holding NaN codes); the
 // host backend stores its Linear weights as panels, served by host/gemv_panels.hpp.
 //
-// Compiled for AVX2 when the translation unit has __AVX2__ (e.g. -march=native, see DS41_NATIVE;
+// Compiled for AVX2 when the translation unit has __AVX2__ and __FMA__ (e.g. -march=native, see DS41_NATIVE;
 // never in nvcc's device pass); without it the descriptor is NotBuilt and linear() takes the scalar
 // reference loops. Threads split output-row tiles, never a row's sum (host/gemv.hpp).
 #pragma once
@@ -33,7 +33,7 @@
 #include "buffer.hpp"
 #include "gemv_panels.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
 
@@ -42,7 +42,7 @@ namespace ds41::host_gemv {
 
 
 
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 namespace avx2 {
 using ds41::avx2::e4m3_decode8;
 using ds41::avx2::transpose8;

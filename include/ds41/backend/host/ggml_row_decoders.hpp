@@ -11,14 +11,14 @@
 #pragma once
 #include <cstdint>
 #include "../../core/ggml_quants.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
 
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_ggml {
 
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #define DS41_HOST_GGML_ROW_DECODERS 1
 namespace row_detail {
 using ggml_detail::load_f16;

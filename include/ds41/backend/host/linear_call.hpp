@@ -46,9 +46,9 @@ struct LinearCall {
   HostThreadPool* pool = nullptr;      // for a prepare with work per input row
 };
 
-/// Whether this build has the vector kernels (AVX2 and up); without them every call takes the
+/// Whether this build has the vector kernels (AVX2 with FMA, and up); without them every call takes the
 /// scalar reference (host/gemv.hpp's ScalarRows).
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 inline constexpr bool kVectorised = true;
 #else
 inline constexpr bool kVectorised = false;

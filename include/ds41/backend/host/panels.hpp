@@ -30,7 +30,7 @@
 #include <cstring>
 #include "../../core/linear_math.hpp"
 #include "gemv_scaled.hpp"
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
 
@@ -126,7 +126,7 @@ inline void pack_groups_scalar(WeightFormat f, const uint8_t* const* row, int n_
     }
 }
 
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 /// panel_word on 8 lanes.
 inline __m256i panel_words(WeightFormat f, __m256i w) {
   if (f == WeightFormat::kFp8Block32) {
@@ -187,7 +187,7 @@ inline void pack_payload(WeightFormat f, int rows, int cols, const uint8_t* in, 
     for (int i = 0; i < kPanelRows; ++i) row[i] = in + (p * kPanelRows + std::min(i, n_rows - 1)) * rb;
     uint8_t* panel = payload + p * pb;
     long q = 0;
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
     if (vector && n_rows == kPanelRows)
       for (; q + 8 <= rb / 4; q += 8) pack_8_groups(f, row, q, panel);  // whole words inside the rows
 #endif
@@ -265,7 +265,7 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
   v.data = payload;
   v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
   v.host_scaled_decode = false;
-#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
   v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols);
 #endif
   return v;
