@@ -32,7 +32,18 @@
 // vectors in memory, and an engine building at -O2 (RelWithDebInfo) got the Linears 1.6-2.6x
 // slower than at -O3 for that alone (docs/PERFORMANCE.md, session 34). Not in nvcc's passes,
 // which warn on the pragma in host code and compile no host kernel that needs it.
-#if defined(__GNUC__) && !defined(__CUDACC__)
+// Sanitizer builds leave it out: forced unrolling under AddressSanitizer's instrumentation took
+// Clang 14 at -O1 from 55 s to 775 s on one test file (CI's sanitizer leg), and a sanitizer build
+// is not about speed.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DS41_SANITIZED_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define DS41_SANITIZED_BUILD 1
+#endif
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(DS41_SANITIZED_BUILD)
 #define DS41_UNROLL _Pragma("GCC unroll 16")
 #else
 #define DS41_UNROLL
