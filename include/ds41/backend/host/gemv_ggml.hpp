@@ -238,6 +238,33 @@ DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 tab
   const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   return _mm256_permutevar8x32_ps(table_twice, _mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(16 * kJ))));
 }
+/// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
+/// col, as a float: the rows whose bits lie in the column's first 32-bit word from it, the others
+/// from the word at its byte W − 4 (bits 8(W − 4).. of the column: never past it); one shift and
+/// one mask a lane.
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_codes(const uint8_t* col) {
+  static_assert(W == 5 || W == 6);
+  constexpr int kAt = W - 4, kFirstRows = W == 5 ? 6 : 5;  // rows whose W bits end by bit 32 of the first word
+  const __m256i first = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col)));
+  const __m256i second = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col + kAt)));
+  const auto shift = [](int i) { return i < kFirstRows ? W * i : W * i - 8 * kAt; };
+  const __m256i shifts = _mm256_setr_epi32(shift(0), shift(1), shift(2), shift(3), shift(4), shift(5), shift(6), shift(7));
+  const __m256i word = _mm256_blend_epi32(first, second, (0xFF << kFirstRows) & 0xFF);
+  return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), _mm256_set1_epi32((1 << W) - 1)));
+}
+#if defined(__AVX512VL__)
+/// Each lane's nibble of the 32-bit word at p (lane i: bits 4i..4i+3) left where it lies, converted
+/// unsigned: q·16^i, exact. A scale times nibble_place_down() (16^−i, exact: the scales are 0 or at
+/// least 2^-24) times it is the scale times q, the same exact product, without a shift.
+DS41_ALWAYS_INLINE __m256 nibbles_in_place(const uint8_t* p) {
+  const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
+  return _mm256_cvtepu32_ps(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(p))), nibble));
+}
+DS41_ALWAYS_INLINE __m256 nibble_place_down() {
+  return _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
+}
+#endif
 /// f(integral_constant<int, J>) for J = 0 .. N-1, unrolled (the field codes' shifts then constants).
 template <int N, class F>
 DS41_ALWAYS_INLINE void unrolled(F&& f) {
@@ -355,15 +382,8 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
   static_assert(ggml_panel_layout(t).joined == kFive);
   constexpr long pbb = ggml_panel_block_bytes(t);
   const __m256 off = _mm256_set1_ps(kFive ? 16.0f : 8.0f);
-  // Q5: column e's 40 bits at q + 5e, rows 0..5 from the word at its first byte, 6 and 7 from the
-  // word at its second (bits 8..39)
-  const __m256i shifts5 = _mm256_setr_epi32(0, 5, 10, 15, 20, 25, 22, 27), m31 = _mm256_set1_epi32(31);
 #if defined(__AVX512VL__)
-  // Q4_0/Q4_1 with AVX-512VL: lane i's nibble left in place, its unsigned conversion q·16^i, and
-  // d·16^−i (exact: d is 0 or at least 2^-24) makes the same exact product in the FMA: no shift
-  constexpr bool kInPlace = !kFive && !kNl;
-  const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
-  const __m256 down = _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
+  constexpr bool kInPlace = !kFive && !kNl;  // Q4_0/Q4_1: nibbles_in_place, d·16^−i
 #else
   constexpr bool kInPlace = false;
 #endif
@@ -375,7 +395,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
       else vm[g] = _mm256_mul_ps(vd[g], off);  // off·d, exact
 #if defined(__AVX512VL__)
-      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], down);
+      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], nibble_place_down());
 #endif
     }
     for (int l = 0; l < 32; ++l) {
@@ -388,12 +408,10 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
         }
         __m256 c, scale = vd[g];
         if constexpr (kFive) {
-          const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col + 5 * l))),
-                                                  _mm256_set1_epi32(static_cast<int>(load_u32(col + 5 * l + 1))), 0xC0);
-          c = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts5), m31));
+          c = joined_codes<5>(col + 5 * l);
         } else if constexpr (kInPlace) {
 #if defined(__AVX512VL__)
-          c = _mm256_cvtepu32_ps(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(load_u32(col + 4 * l))), nibble));
+          c = nibbles_in_place(col + 4 * l);
           scale = ds[g];
 #endif
         } else {
@@ -508,18 +526,11 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         DS41_UNROLL for (int g = 0; g < G; ++g) k_scale_min_lanes(words[g], j, d[g], dmin[g], vd[g], vm[g]);
         if constexpr (t == GgmlType::kQ4_K) {  // a word per column (unrolled by 4 it ran 15% slower: 683 -> 802 us)
 #if defined(__AVX512VL__)
-          // lane i's nibble left in place (bits 4i..4i+3): its unsigned conversion is q·16^i, exact,
-          // and with vd·16^−i (exact: vd is 0 or at least 2^-24) the FMA's product is q·vd, the same
-          // exact product: no shift
-          const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
-          const __m256 down = _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
-          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], down);
+          // the nibbles left in place (nibbles_in_place), vd·16^−i: no shift
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], nibble_place_down());
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
-            DS41_UNROLL for (int g = 0; g < G; ++g) {
-              const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(pb[g] + q + 4 * e)));
-              v[g] = exact_mul_sub(_mm256_cvtepu32_ps(_mm256_and_si256(word, nibble)), vd[g], vm[g]);
-            }
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(nibbles_in_place(pb[g] + q + 4 * e), vd[g], vm[g]);
             sink(e, v);
           }
 #else
@@ -531,18 +542,10 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           }
 #endif
         } else {
-          // Q5_K: the joined 5-bit code (low nibble | fifth bit << 4, ggml_panels.hpp): column e's 40
-          // bits at q + 5e, rows 0..5 from the 32-bit word at its first byte, rows 6 and 7 from the
-          // word at its second (bits 8..39)
-          const __m256i shifts = _mm256_setr_epi32(0, 5, 10, 15, 20, 25, 22, 27), m31 = _mm256_set1_epi32(31);
+          // Q5_K: the joined 5-bit code (low nibble | fifth bit << 4), column e's 5 bytes at q + 5e
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
-            DS41_UNROLL for (int g = 0; g < G; ++g) {
-              const uint8_t* col = pb[g] + q + 5 * e;
-              const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col))),
-                                                      _mm256_set1_epi32(static_cast<int>(load_u32(col + 1))), 0xC0);
-              v[g] = exact_mul_sub(vd[g], _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), m31)), vm[g]);
-            }
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], joined_codes<5>(pb[g] + q + 5 * e), vm[g]);
             sink(e, v);
           }
         }
@@ -550,15 +553,12 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       return sink;
     } else if constexpr (t == GgmlType::kQ6_K) {  // scales[s]: int8 at block byte 192 + s
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 208);
-      // the joined 6-bit code c = ql | qh << 4 (ggml_panels.hpp): column e's 48 bits at q + 6e, rows
-      // 0..4 from the 32-bit word at its first byte, rows 5..7 from the word at its third (bits
-      // 16..47). The value (c − 32)·vd is exact in f32 (18 + 6 bits at most), so c·vd − 32·vd in
-      // one FMA is the scalar definition's product, bit for bit, without the integer subtract
-      // (a zero comes out +0 where the product gives −0 for vd < 0: a sum from +0 never tells them
-      // apart, so the Linear's bits are the same)
+      // the joined 6-bit code c = ql | qh << 4 (joined_codes<6>), column e's 6 bytes at q + 6e. The
+      // value (c − 32)·vd is exact in f32 (18 + 6 bits at most), so c·vd − 32·vd in one FMA is the
+      // scalar definition's product, bit for bit, without the integer subtract (a zero comes out +0
+      // where the product gives −0 for vd < 0: a sum from +0 never tells them apart)
       const int q = ggml_panel_field_offset(t, 0);
       static_assert(ggml_panel_layout(t).joined);
-      const __m256i shifts = _mm256_setr_epi32(0, 6, 12, 18, 24, 14, 20, 26), m63 = _mm256_set1_epi32(63);
       __m256 vd32[G];
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
@@ -569,12 +569,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           vd32[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(32.0f));
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) {
-            const uint8_t* col = pb[g] + q + 6 * e;
-            const __m256i word = _mm256_blend_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(col))),
-                                                    _mm256_set1_epi32(static_cast<int>(load_u32(col + 2))), 0xE0);
-            v[g] = exact_mul_sub(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), m63)), vd[g], vd32[g]);
-          }
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
           sink(e, v);
         }
       }
