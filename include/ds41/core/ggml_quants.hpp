@@ -271,25 +271,24 @@ DS41_HD void dequantize_block_q6_K(const uint8_t* block, float* out) {
 // ---------------------------------------------------------------- TQ1_0, TQ2_0: ternary
 // Codes 0, 1, 2 for −1, 0, +1 times the block's f16 d (BitNet-style models).
 using GgmlTQ1_0 = GgmlBlockFormat<GgmlType::kTQ1_0, 256, 54>;
-/// Bytes: qs[48], qh[4] (five and four base-3 digits a byte: digit n of a byte is
-/// ((byte·3^n mod 256)·3) >> 8, ggml's encoding), d (f16). Elements: qs[0..31]'s
-/// digit n for n = 0..4 (160), then qs[32..47]'s (80), then qh's digit n for n = 0..3 (16), each
-/// run byte by byte. Element = (digit − 1)·d.
+/// Digit n of a TQ1_0 byte (0, 1 or 2): ((byte·3^n mod 256)·3) >> 8, ggml's encoding.
+DS41_HD constexpr int tq1_digit(uint8_t byte, int n) {
+  const uint8_t q = static_cast<uint8_t>(byte * (n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81));  // mod 256, as ggml's uint8_t product
+  return (static_cast<int>(q) * 3) >> 8;
+}
+/// Bytes: qs[48], qh[4] (five and four base-3 digits a byte, tq1_digit), d (f16). Elements:
+/// qs[0..31]'s digit n for n = 0..4 (160), then qs[32..47]'s (80), then qh's digit n for n = 0..3
+/// (16), each run byte by byte. Element = (digit − 1)·d.
 DS41_HD void dequantize_block_tq1_0(const uint8_t* block, float* out) {
   using namespace ggml_detail;
   const float d = load_f16(block + 52);
-  const auto digit = [](uint8_t byte, int n) {
-    constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-    const uint8_t q = static_cast<uint8_t>(byte * kPow3[n]);  // mod 256, as ggml's uint8_t product
-    return (static_cast<int>(q) * 3) >> 8;
-  };
   int e = 0;
   for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 32; ++m) out[e++] = to_float(digit(block[m], n) - 1) * d;
+    for (int m = 0; m < 32; ++m) out[e++] = to_float(tq1_digit(block[m], n) - 1) * d;
   for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 16; ++m) out[e++] = to_float(digit(block[32 + m], n) - 1) * d;
+    for (int m = 0; m < 16; ++m) out[e++] = to_float(tq1_digit(block[32 + m], n) - 1) * d;
   for (int n = 0; n < 4; ++n)
-    for (int m = 0; m < 4; ++m) out[e++] = to_float(digit(block[48 + m], n) - 1) * d;
+    for (int m = 0; m < 4; ++m) out[e++] = to_float(tq1_digit(block[48 + m], n) - 1) * d;
 }
 using GgmlTQ2_0 = GgmlBlockFormat<GgmlType::kTQ2_0, 256, 66>;
 /// Bytes: qs[64] (four 2-bit codes a byte), d (f16). Element 128·h + 32·l + m is bits 2l of
