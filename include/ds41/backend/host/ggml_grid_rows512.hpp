@@ -80,6 +80,12 @@ struct SignTable {
   __m512i lo = _mm512_loadu_si512(kIq2xsSigns), hi = _mm512_loadu_si512(kIq2xsSigns + 64);
   DS41_ALWAYS_INLINE __m512i operator()(__m512i seven) const { return _mm512_permutex2var_epi8(lo, seven, hi); }
 };
+/// ((d·(0.5 + s))·f)·unit, the IQ2/IQ3_XXS group scale d·(0.5 + s)·f in the scalar definition's
+/// order (each product rounded), then ·unit (exact).
+DS41_ALWAYS_INLINE __m512 half_step_scale(__m512 d, __m512i s, float f, float unit) {
+  const __m512 ds = _mm512_mul_ps(d, _mm512_add_ps(_mm512_set1_ps(0.5f), to_f32(s)));
+  return _mm512_mul_ps(_mm512_mul_ps(ds, _mm512_set1_ps(f)), _mm512_set1_ps(unit));
+}
 /// −1 in every bit (IQ1's shift −1/8) or 0, from bit `bit` of each lane.
 DS41_ALWAYS_INLINE __m512i all_if(__m512i v, int bit) {
   return _mm512_srai_epi32(_mm512_slli_epi32(v, static_cast<unsigned>(31 - bit)), 31);
@@ -102,10 +108,7 @@ struct GridRows<GgmlType::kIQ2_XXS> {  // group g: 4 index bytes at 2 + 8g, then
   static Block block(const uint8_t* b, __m512i rows) { return {f16_lanes(gather32(b, rows))}; }
   static Group group(const uint8_t* b, __m512i rows, const Block& k, int g) {
     Group o{gather32(b + 2 + 8 * g, rows), gather32(b + 6 + 8 * g, rows), {}};
-    // d·(0.5 + s)·0.25
-    o.scale[0] = o.scale[1] = _mm512_mul_ps(
-        _mm512_mul_ps(_mm512_mul_ps(k.d, _mm512_add_ps(_mm512_set1_ps(0.5f), to_f32(shr(o.aux, 28)))), _mm512_set1_ps(0.25f)),
-        _mm512_set1_ps(kUnit));
+    o.scale[0] = o.scale[1] = half_step_scale(k.d, shr(o.aux, 28), 0.25f, kUnit);
     return o;
   }
   template <int L>
@@ -120,11 +123,7 @@ struct GridRows<GgmlType::kIQ2_XXS> {  // group g: 4 index bytes at 2 + 8g, then
 /// block's 8 scale bytes (two words).
 DS41_ALWAYS_INLINE void iq2_half_scales(__m512 d, const __m512i words[2], int g, __m512 scale[2], float unit) {
   const __m512i sc = shr(words[g / 4], 8 * (g % 4));
-  DS41_UNROLL for (int h = 0; h < 2; ++h) {  // d·(0.5 + s)·0.25
-    const __m512 s = to_f32(low_bits(shr(sc, 4 * h), 0xF));
-    scale[h] = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(d, _mm512_add_ps(_mm512_set1_ps(0.5f), s)), _mm512_set1_ps(0.25f)),
-                             _mm512_set1_ps(unit));
-  }
+  DS41_UNROLL for (int h = 0; h < 2; ++h) scale[h] = half_step_scale(d, low_bits(shr(sc, 4 * h), 0xF), 0.25f, unit);
 }
 
 template <>
@@ -185,10 +184,7 @@ struct GridRows<GgmlType::kIQ3_XXS> {  // qs[64] at 2 (two 4-byte points a slot)
   static Block block(const uint8_t* b, __m512i rows) { return {f16_lanes(gather32(b, rows))}; }
   static Group group(const uint8_t* b, __m512i rows, const Block& k, int g) {
     Group o{{gather32(b + 2 + 8 * g, rows), gather32(b + 6 + 8 * g, rows)}, gather32(b + 66 + 4 * g, rows), {}};
-    // d·(0.5 + s)·0.5
-    o.scale[0] = o.scale[1] = _mm512_mul_ps(
-        _mm512_mul_ps(_mm512_mul_ps(k.d, _mm512_add_ps(_mm512_set1_ps(0.5f), to_f32(shr(o.aux, 28)))), _mm512_set1_ps(0.5f)),
-        _mm512_set1_ps(kUnit));
+    o.scale[0] = o.scale[1] = half_step_scale(k.d, shr(o.aux, 28), 0.5f, kUnit);
     return o;
   }
   template <int L>
@@ -357,7 +353,8 @@ void visit_served_type(GgmlType t, F&& f) {
   }
 }
 
-/// 8 rows' codes as signed bytes: the points with `k`'s bytes negated (IQ1: 8·grid, then + 1, or − 1 where k).
+/// 16 rows' code bytes (4 a lane) as signed bytes: the points with `k`'s bytes negated (IQ1: 8·grid,
+/// then + 1, or − 1 where k).
 template <GgmlType t>
 DS41_ALWAYS_INLINE __m512i signed_codes(__m512i points, __mmask64 k) {
   if constexpr (GridRows<t>::kIq1) {  // grid bytes −1, 0, 1: 8·grid has no carry between bytes
