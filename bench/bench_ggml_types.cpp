@@ -138,10 +138,7 @@ std::vector<uint8_t> random_blocks(TensorType type, long rows, long cols, uint64
       const uint16_t h = scale();
       b[blk + off[i]] = static_cast<uint8_t>(h), b[blk + off[i] + 1] = static_cast<uint8_t>(h >> 8);
     }
-    if (g == GgmlType::kIQ1_M) {  // d's nibble i: the top nibble of scale word i
-      const uint16_t h = scale();
-      for (int i = 0; i < 4; ++i) b[blk + 49 + 2 * i] = static_cast<uint8_t>((b[blk + 49 + 2 * i] & 0x0F) | ((h >> (4 * i)) & 0xF) << 4);
-    }
+    if (g == GgmlType::kIQ1_M) set_iq1_m_d_bits(&b[blk], scale());
   }
   return b;
 }

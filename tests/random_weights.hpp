@@ -66,10 +66,7 @@ std::vector<uint8_t> random_ggml_blocks(GgmlType t, long rows, int cols, Rng& rn
   const int bb = ggml_block_bytes(t);
   for (size_t blk = 0; blk < b.size(); blk += static_cast<size_t>(bb)) {
     for (int off : ggml_f16_scale_offsets(t)) put(blk + static_cast<size_t>(off));
-    if (t == GgmlType::kIQ1_M) {  // d's nibble i in the top nibble of scale word i (bytes 48 + 2i, 49 + 2i)
-      const uint16_t h = random_finite_f16(rng);
-      for (int i = 0; i < 4; ++i) b[blk + 49 + 2 * i] = static_cast<uint8_t>((b[blk + 49 + 2 * i] & 0x0F) | ((h >> (4 * i)) & 0xF) << 4);
-    }
+    if (t == GgmlType::kIQ1_M) set_iq1_m_d_bits(&b[blk], random_finite_f16(rng));  // d in the scale words' top nibbles
   }
   return b;
 }

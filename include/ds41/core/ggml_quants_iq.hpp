@@ -160,6 +160,12 @@ DS41_HD uint16_t iq1_m_d_bits(const uint8_t* block) {
   const uint32_t s0 = load_u16(block + 48), s1 = load_u16(block + 50), s2 = load_u16(block + 52), s3 = load_u16(block + 54);
   return static_cast<uint16_t>((s0 >> 12) | ((s1 >> 8) & 0x00F0u) | ((s2 >> 4) & 0x0F00u) | (s3 & 0xF000u));
 }
+/// Writes an IQ1_M block's d (f16 bits) where iq1_m_d_bits reads it: nibble i into the top nibble
+/// of scale word i (byte 49 + 2i), the scales' bits kept.
+DS41_HD void set_iq1_m_d_bits(uint8_t* block, uint16_t bits) {
+  for (int i = 0; i < 4; ++i)
+    block[49 + 2 * i] = static_cast<uint8_t>((block[49 + 2 * i] & 0x0F) | ((bits >> (4 * i)) & 0xF) << 4);
+}
 /// Bytes: qs[32] (grid index low 8 bits, one a 8 elements), qh[16] (a byte per 16 elements: index
 /// bits 8..10 of the first 8 in bits 0..2 and the sign of its shift in bit 3, the second 8 in
 /// bits 4..7), scales[8] (u16 words: 3-bit scales, four a word, for each half of a group of 32;

@@ -295,7 +295,8 @@ inline void quantize_block_iq1_m(const float* x, uint8_t* b) {
         b[32 + 2 * g + l / 2] |= static_cast<uint8_t>(((p[neg] >> 8) | neg << 3) << (4 * (l % 2)));
       }
     }
-  for (int w = 0; w < 4; ++w) put_f16(b + 48 + 2 * w, static_cast<uint16_t>(words[w] | ((dh >> (4 * w)) & 0xF) << 12));
+  for (int w = 0; w < 4; ++w) put_f16(b + 48 + 2 * w, words[w]);
+  set_iq1_m_d_bits(b, dh);
 }
 
 inline void quantize_block_iq4_nl(const float* x, uint8_t* b) {
