@@ -31,14 +31,20 @@
 // Columns come out 16 rows to a zmm, a tile's 32 rows as two: the sink takes column e's two
 // vectors (gemv_ggml.hpp adds them into its decode GEMV chains, or stores them as cols[e]).
 // tests/test_ggml_linear.cpp holds every type's output to MatrixView::dot.
+//
+// Not in sanitizer builds (DS41_SANITIZED_BUILD, core/macros.hpp), which take the row decoders:
+// AddressSanitizer does not instrument the gathers that make up this kernel's reads, and its 16
+// instantiations added ~50 s to the CI's sanitizer leg (Clang -O1 with ASan: 62 s instead of 56
+// for test_ggml_linear.cpp), which keeps the whole run within its 30 minutes.
 #pragma once
 #include <cstdint>
 #include <type_traits>
 #include "../../core/ggml_quants.hpp"
-#include "bf16_range512.hpp"  // DS41_HOST_AVX512
+#include "../../core/macros.hpp"  // DS41_SANITIZED_BUILD
+#include "bf16_range512.hpp"       // DS41_HOST_AVX512
 #include "unrolled.hpp"
 
-#if defined(DS41_HOST_AVX512) && defined(__AVX512VBMI__)
+#if defined(DS41_HOST_AVX512) && defined(__AVX512VBMI__) && !defined(DS41_SANITIZED_BUILD)
 #define DS41_HOST_GGML_GRID512 1
 #include <immintrin.h>
 
