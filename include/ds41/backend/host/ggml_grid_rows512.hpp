@@ -34,8 +34,8 @@
 //
 // Not in sanitizer builds (DS41_SANITIZED_BUILD, core/macros.hpp), which take the row decoders:
 // AddressSanitizer does not instrument the gathers that make up this kernel's reads, and its 16
-// instantiations added ~50 s to the CI's sanitizer leg (Clang -O1 with ASan: 62 s instead of 56
-// for test_ggml_linear.cpp), which keeps the whole run within its 30 minutes.
+// instantiations cost compile time there (Clang -O1 with ASan: 62 s instead of 56 for
+// test_ggml_linear.cpp), which the CI's 30 minutes are short of.
 #pragma once
 #include <cstdint>
 #include <type_traits>
