@@ -39,6 +39,7 @@
 #include "ggml_grid_rows512.hpp"
 #include "ggml_row_decoders.hpp"
 #include "linear_call.hpp"
+#include "prefetch_l2.hpp"
 #include "unrolled.hpp"
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
@@ -693,6 +694,32 @@ void visit_panel_type(GgmlType t, F&& f) {
       [] {});
 }
 
+/// Whether the decode GEMV asks for a segment's blocks (all four panels') at the segment's start.
+/// Tuning, measured (docs/PERFORMANCE.md, session 36; 2 threads, 1280 and 2304 x 5120, time with
+/// / without, two rounds): Q4_K 0.77-0.81, Q6_K 0.81-0.83, Q5_K 0.87-0.88, Q4_0 0.87-0.94, Q4_1
+/// 0.86-0.91, Q3_K 0.96-0.97, IQ4_NL 0.96-1.01. Four panels read side by side are four short
+/// streams (as for the fp8/fp4 panels, prefetch_l2.hpp), and the out-of-order window reaches only a
+/// line or two ahead in each. The types read fastest (F16, Q8_0, Q5_0, Q5_1, TQ2_0, NVFP4) ran
+/// 2-14% slower with it (their streams keep the hardware prefetcher ahead, and the 100-odd
+/// prefetches a segment only cost); Q2_K, IQ4_XS and the 1- and 2-bit types were no faster. Asking
+/// a segment or more ahead gained less than at its start.
+constexpr bool prefetches_segment(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ3_K: case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
+    case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kIQ4_NL:
+      return true;
+    default:
+      return false;
+  }
+}
+/// Asks for the blocks of the segment at block b (n columns) of panels [p0, p0 + kGroups) in L2
+/// (always inlined: prefetch_l2.hpp says why).
+DS41_ALWAYS_INLINE void prefetch_segment(const MatrixView& w, long p0, long b, int n) {
+  const long be = ggml_block_elems(w.ggml_type), pbb = ggml_panel_block_bytes(w.ggml_type);
+  const long bytes = (n + be - 1) / be * pbb;
+  DS41_UNROLL for (int g = 0; g < kGroups; ++g) host_prefetch::prefetch_l2(w.ggml_panel_block(p0 + g, b), bytes);
+}
+
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights of type t in panels.
 template <GgmlType t>
 void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
@@ -715,6 +742,7 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
         if (tc == 1 && G == kGroups) {  // the decode GEMV: columns straight into four chains
           const uint8_t* pb[kGroups];
           DS41_UNROLL for (int g = 0; g < kGroups; ++g) pb[g] = w.ggml_panel_block(s0 / kPanelRows + g, k0 / be);
+          if constexpr (prefetches_segment(t)) prefetch_segment(w, s0 / kPanelRows, k0 / be, n);
           ChainSink chains{x + t0 * x_stride + k0, {}};
           DS41_UNROLL for (int g = 0; g < kGroups; ++g) chains.a[g] = _mm256_load_ps(acc[0][g]);
           chains = decode_panels<t, kGroups>(pb, n, chains);
@@ -737,6 +765,27 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
 #endif  // DS41_HOST_GGML_PANELS
 
 #if defined(DS41_HOST_GGML_GRID512)
+/// Whether the grid GEMV asks for each of its tile's 32 rows' next block (a short stream each,
+/// read by gathers) while it decodes the current one. Tuning, measured (docs/PERFORMANCE.md,
+/// session 36; 2 threads, 1280 and 2304 x 5120, time with / without, two rounds): IQ2_XS 0.90,
+/// IQ1_M 0.89-0.91, IQ3_S 0.93, IQ2_S 0.92-0.97, IQ3_XXS 0.99; IQ2_XXS, IQ1_S and TQ1_0, the types
+/// of the fewest bytes a block, moved within +-3% in the first round and are left without. Two
+/// blocks ahead gained less, the current block at its start less still.
+constexpr bool prefetches_next_block(GgmlType t) {
+  switch (t) {
+    case GgmlType::kIQ2_XS: case GgmlType::kIQ2_S: case GgmlType::kIQ3_XXS: case GgmlType::kIQ3_S: case GgmlType::kIQ1_M:
+      return true;
+    default:
+      return false;
+  }
+}
+/// Asks for `bb` bytes at `at` of each of a tile's 32 rows (rb bytes apart) in L2; past a row's
+/// last block they are the next row's first, past the tile the next tile's (always inlined:
+/// prefetch_l2.hpp says why).
+DS41_ALWAYS_INLINE void prefetch_tile_blocks(uintptr_t at, long rb, long bb) {
+  for (int r = 0; r < grid512::kRows; ++r) host_prefetch::prefetch_l2(at + static_cast<uintptr_t>(r * rb), bb);
+}
+
 /// Rows [n_begin, n) of y for row-major weights of the grid type t, n the last whole 32-row tile
 /// (returned): ggml_grid_rows512.hpp's columns, 16 rows to a vector, into the decode GEMV's two
 /// chains (T = 1), else into the column buffer that apply_columns applies.
@@ -771,7 +820,10 @@ int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w,
             a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(xv, v[1]));
           }
         } chains{xt, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
-        for (long b = 0; b < blocks; ++b, chains.x += kSegment) grid512::decode_block<t>(tile + b * bb, rows, chains);
+        for (long b = 0; b < blocks; ++b, chains.x += kSegment) {
+          if constexpr (prefetches_next_block(t)) prefetch_tile_blocks(reinterpret_cast<uintptr_t>(tile) + (b + 1) * bb, rb, bb);
+          grid512::decode_block<t>(tile + b * bb, rows, chains);
+        }
         _mm512_store_ps(acc[0][0], chains.a[0]), _mm512_store_ps(acc[0][2], chains.a[1]);
       } else {
         std::memset(acc, 0, sizeof(acc));

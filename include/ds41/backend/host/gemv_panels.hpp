@@ -39,6 +39,7 @@ inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_s
 #include "../../core/fp_exact_end.hpp"
 
 #include "linear_call.hpp"
+#include "prefetch_l2.hpp"
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 
@@ -368,19 +369,15 @@ inline int panels_to_prefetch(int n, int NP, int prefetch_end, long pb) {
 constexpr int kPrefetchAhead = 3072;
 
 /// Prefetches `bytes` (whole lines) at `ahead` bytes past `p`. The address is formed as an
-/// integer: it may lie past the end of the matrix, where no C++ pointer may point.
-inline void prefetch_ahead(const uint8_t* p, int bytes, int ahead = kPrefetchAhead) {
+/// integer: it may lie past the end of the matrix, where no C++ pointer may point. Always inlined
+/// (prefetch_l2.hpp says why).
+DS41_ALWAYS_INLINE void prefetch_ahead(const uint8_t* p, int bytes, int ahead = kPrefetchAhead) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p) + ahead;
   for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
 }
 
-/// Asks for `bytes` from p in L2, a tile ahead of its use. Why: a panel is a short stream (8 rows
-/// x K bytes, 5 KiB for a 1280-column fp4 matrix), and the hardware prefetcher, which learns each
-/// stream anew, then leaves the start of every panel to demand misses; one core reading a
-/// 32768 x 1280 fp8 or fp4 matrix went from ~9.5 to ~12 GB/s with this.
-inline void prefetch_l2(const void* p, int bytes) {
-  for (int b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(p) + b, _MM_HINT_T1);
-}
+/// Asks for `bytes` from p in L2, a tile ahead of its use (host/prefetch_l2.hpp says why).
+using host_prefetch::prefetch_l2;
 
 template <class Columns, bool kScaled>
 void linear_rows_with(const float* x, const float* xs, long T, long x_stride, const MatrixView& w, float* y,
