@@ -700,8 +700,8 @@ void visit_panel_type(GgmlType t, F&& f) {
 /// 0.86-0.91, Q3_K 0.96-0.97, IQ4_NL 0.96-1.01. Four panels read side by side are four short
 /// streams (as for the fp8/fp4 panels, prefetch_l2.hpp), and the out-of-order window reaches only a
 /// line or two ahead in each. The types read fastest (F16, Q8_0, Q5_0, Q5_1, TQ2_0, NVFP4) ran
-/// 2-14% slower with it (their streams keep the hardware prefetcher ahead, and the 100-odd
-/// prefetches a segment only cost); Q2_K, IQ4_XS and the 1- and 2-bit types were no faster. Asking
+/// 2-14% slower with it (presumably the hardware prefetcher keeps ahead of their streams, and the
+/// 36-256 prefetches a segment only cost); Q2_K, IQ4_XS and the 1- and 2-bit types were no faster. Asking
 /// a segment or more ahead gained less than at its start.
 constexpr bool prefetches_segment(GgmlType t) {
   switch (t) {
