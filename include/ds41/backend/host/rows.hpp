@@ -7,6 +7,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #endif
+#include "../../core/macros.hpp"
 #include "../../core/numeric.hpp"
 #include "../../core/quant.hpp"
 #include "../../core/simd_avx2.hpp"
@@ -83,7 +84,8 @@ inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
 }
 
 /// Asks for row r's codes and scales ahead of use (rows are random in a table of hundreds of MB).
-inline void prefetch_row(const uint8_t* c, const float* s, long r, int hd) {
+/// Always inlined (backend/host/prefetch_l2.hpp says why).
+DS41_ALWAYS_INLINE void prefetch_row(const uint8_t* c, const float* s, long r, int hd) {
 #if defined(__GNUC__)
   const uint8_t* p = c + r * hd;
   for (int k = 0; k < hd; k += 64) __builtin_prefetch(p + k);
