@@ -233,6 +233,17 @@ DS41_ALWAYS_INLINE __m256i field_codes(const uint8_t* field, int e0) {
   return _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(8 * W * kJ))),
                           _mm256_set1_epi32((1 << W) - 1));
 }
+/// Lane i's nibble of column e (a field of 4 bits a row) in the low 4 bits of its lane, masked only
+/// where table16 needs it (without AVX-512VL): the index of a 16-entry table.
+DS41_ALWAYS_INLINE __m256i nibble_index(const uint8_t* field, int e) {
+  const __m256i word = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + 4 * e)));
+  const __m256i shifted = _mm256_srlv_epi32(word, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+#if defined(__AVX512VL__)
+  return shifted;
+#else
+  return _mm256_and_si256(shifted, _mm256_set1_epi32(0xF));
+#endif
+}
 /// The float value of each lane's 2-bit code at column e0 + J: table[code] for a 4-entry table, by
 /// one permute of the table written twice (the permute reads the low 3 bits, the shifted word's
 /// third is the next row's: no mask, and no integer conversion on the FP ports).
@@ -339,12 +350,17 @@ DS41_ALWAYS_INLINE void k_scale_min_lanes(const __m256i words[3], int j, __m256 
   }
   vd = scaled_lanes(d, sc), vm = scaled_lanes(dmin, mn);
 }
-/// The float of each lane's 4-bit code in a 16-entry table: the table's two halves permuted by the
-/// low 3 bits, the half chosen by bit 3.
+/// The float of each lane's 4-bit code in a 16-entry table. With AVX-512VL one two-source permute,
+/// which reads the index's low 4 bits alone (so `code` may carry higher bits: nibble_index). Else
+/// the table's two halves permuted by the low 3 bits, the half chosen by bit 3 (the code masked).
 inline __m256 table16(const float* table, __m256i code) {
+#if defined(__AVX512VL__)
+  return _mm256_permutex2var_ps(_mm256_loadu_ps(table), code, _mm256_loadu_ps(table + 8));
+#else
   return _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(table), code),
                           _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), code),
                           _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+#endif
 }
 /// ggml's 16-value tables as floats, from the definitions (core/ggml_grids.hpp, core/ggml_quants.hpp).
 inline constexpr auto kIq4Floats = [] {
@@ -402,7 +418,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
       DS41_UNROLL for (int g = 0; g < G; ++g) {
         const uint8_t* col = pb[g] + at + q;
         if constexpr (kNl) {
-          v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(col, l)));
+          v[g] = _mm256_mul_ps(vd[g], iq4_values(nibble_index(col, l)));
           continue;
         }
         __m256 c, scale = vd[g];
@@ -598,7 +614,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         }
         for (int l = 0; l < 32; ++l) {
           const int e = 32 * j + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(field_codes<4, 0>(pb[g] + q, e)));
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(nibble_index(pb[g] + q, e)));
           sink(e, v);
         }
       }
@@ -649,7 +665,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb));
           for (int j = 0; j < 16; ++j) {
             const int e = 16 * sb + j;
-            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(field_codes<4, 0>(pb[g] + at + q, e)), vd[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(nibble_index(pb[g] + at + q, e)), vd[g]);
             sink(64 * b + e, v);
           }
         }
