@@ -25,8 +25,9 @@
 //   product. The scalar code then multiplies by ±1, which is exact, and rounding to nearest is
 //   symmetric, so rounding the negated product gives the same value. IQ1's dl·(grid ± 1/8) is
 //   (dl/8)·(8·grid ± 1): the same real number, rounded once.
-// - TQ1_0 has no grid: its 4-byte words are gathered as they lie, and each byte becomes its code
-//   (digit − 1) for the slot's digit through a 256-entry table of tq1_digit, two byte permutes.
+// - TQ1_0 has no grid: its 13 code words are gathered as they lie, once a block (each byte serves
+//   4 or 5 slots), and each byte becomes its code (digit − 1) for the slot's digit through a
+//   256-entry table of tq1_digit, two byte permutes.
 //
 // Columns come out 16 rows to a zmm, a tile's 32 rows as two: the sink takes column e's two
 // vectors (gemv_ggml.hpp adds them into its decode GEMV chains, or stores them as cols[e]).
@@ -316,24 +317,28 @@ template <>
 struct GridRows<GgmlType::kTQ1_0> {  // qs[48]: digit n of qs[0..31] for n = 0..4, then of qs[32..47]; qh[4]; d at 52
   static constexpr float kUnit = 0x1p-24f;
   static constexpr bool kIq1 = false, kSigned = false;
-  struct Block { __m512 d; };
-  struct Group { const uint8_t* b; __m512i rows; int g; __m512 scale[2]; };
+  // the block's 13 code words (qs, then qh) of 16 rows, gathered once: every byte serves 4 or 5
+  // slots (one a digit), and a gather per slot's half took ~2x the block's other work (session 37)
+  struct Block { __m512 d; __m512i words[13]; };
+  struct Group { const __m512i* words; int g; __m512 scale[2]; };
   static Block block(const uint8_t* b, __m512i rows) {
-    return {f16_lanes(shr(gather32(b + 50, rows), 16))};  // d: bytes 52..53, a read ending at the block's end
+    Block k{f16_lanes(shr(gather32(b + 50, rows), 16)), {}};  // d: bytes 52..53, a read ending at the block's end
+    DS41_UNROLL for (int w = 0; w < 13; ++w) k.words[w] = gather32(b + 4 * w, rows);
+    return k;
   }
-  static Group group(const uint8_t* b, __m512i rows, const Block& k, int g) {
+  static Group group(const uint8_t*, __m512i, const Block& k, int g) {
     const __m512 scale = _mm512_mul_ps(k.d, _mm512_set1_ps(kUnit));
-    return {b, rows, g, {scale, scale}};
+    return {k.words, g, {scale, scale}};
   }
   template <int L>
   static SlotCodes slot(const Group& o, const SignTable&) {
     const int s = 4 * o.g + L;  // elements 8s..8s+7
     if (s >= 30) {  // qh's digits 2(s − 30) and 2(s − 30) + 1, four elements each
-      const __m512i qh = gather32(o.b + 48, o.rows);
+      const __m512i qh = o.words[12];
       return {tq1_codes(qh, 2 * (s - 30)), tq1_codes(qh, 2 * (s - 30) + 1), _mm512_setzero_si512()};
     }
     const int at = s < 20 ? 8 * (s % 4) : 32 + 8 * ((s - 20) % 2), n = s < 20 ? s / 4 : (s - 20) / 2;
-    return {tq1_codes(gather32(o.b + at, o.rows), n), tq1_codes(gather32(o.b + at + 4, o.rows), n), _mm512_setzero_si512()};
+    return {tq1_codes(o.words[at / 4], n), tq1_codes(o.words[at / 4 + 1], n), _mm512_setzero_si512()};
   }
 };
 
