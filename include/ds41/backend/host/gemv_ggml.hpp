@@ -128,6 +128,25 @@ constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
 // grids have vector row decoders (ggml_row_decoders.hpp); the rest take core/ggml_quants.hpp's
 // scalar definition.
 
+/// Lines to ask for in L2 while apply_columns runs, one a column of its first pass: the next
+/// segment's blocks of the tile's panels (at most one line a column: F16, the widest type, has 2
+/// bytes a weight, 64 a column of 32 rows). Asked for all at once (prefetch_segment) they held
+/// the fill buffers and stalled the issue; asked for one a column they arrive in time and cost a
+/// slot each.
+struct SegmentLines {
+  uintptr_t line[kSegment];
+  int count = 0;
+  /// The lines of `bytes` bytes at each of G panels' blocks.
+  void set(const uint8_t* const* panel, int G, long bytes) {
+    count = 0;
+    for (int g = 0; g < G; ++g)
+      for (uintptr_t at = reinterpret_cast<uintptr_t>(panel[g]) & ~uintptr_t{63}, end = reinterpret_cast<uintptr_t>(panel[g]) + bytes;
+           at < end && count < kSegment; at += 64)
+        line[count++] = at;
+  }
+  DS41_ALWAYS_INLINE void ask(int j) const { _mm_prefetch(reinterpret_cast<const char*>(line[j]), _MM_HINT_T1); }
+};
+
 /// acc[t][g] += x[t][j] · cols[j][g] for j < n, in j order, for tc input rows (row t at x + t ·
 /// x_stride) and G 8-row groups: the f32 Linear's mul and add per lane, each rounded on its own.
 /// Each chain waits on its own add's latency at every column, so a whole tile runs several input
@@ -135,8 +154,9 @@ constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
 /// cols[j] holds the groups side by side for that), else two rows, eight 8-lane chains. Every
 /// lane's chain still adds its columns in j order: the bits are those of one row alone.
 inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, const float (*cols)[kGroups][8],
-                          float (*acc)[kGroups][8], bool wide) {
+                          float (*acc)[kGroups][8], bool wide, const SegmentLines* next = nullptr) {
   int t = 0;
+  const int asks = next ? next->count : 0;  // lines asked for in the first pass, one a column
 #if defined(DS41_HOST_AVX512)
   if (G == kGroups && wide)
     for (; t + 4 <= tc; t += 4) {
@@ -145,6 +165,7 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
       DS41_UNROLL for (int r = 0; r < 4; ++r)
         DS41_UNROLL for (int h = 0; h < 2; ++h) a[r][h] = _mm512_load_ps(acc[t + r][2 * h]);
       for (int j = 0; j < n; ++j) {
+        if (t == 0 && j < asks) next->ask(j);
         const __m512 c0 = _mm512_load_ps(cols[j][0]), c1 = _mm512_load_ps(cols[j][2]);
         DS41_UNROLL for (int r = 0; r < 4; ++r) {
           const __m512 xv = _mm512_set1_ps(xr[r * x_stride + j]);
@@ -167,6 +188,7 @@ inline void apply_columns(const float* x, long x_stride, int tc, int G, int n, c
       __m256 b0 = _mm256_load_ps(acc[t + 1][0]), b1 = _mm256_load_ps(acc[t + 1][1]);
       __m256 b2 = _mm256_load_ps(acc[t + 1][2]), b3 = _mm256_load_ps(acc[t + 1][3]);
       for (int j = 0; j < n; ++j) {
+        if (t == 0 && j < asks) next->ask(j);
         const __m256 xv = _mm256_set1_ps(x0[j]), xw = _mm256_set1_ps(x1[j]);
         const __m256 c0 = _mm256_load_ps(cols[j][0]), c1 = _mm256_load_ps(cols[j][1]);
         const __m256 c2 = _mm256_load_ps(cols[j][2]), c3 = _mm256_load_ps(cols[j][3]);
@@ -744,6 +766,7 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
   constexpr int be = ggml_block_elems(t);
   alignas(64) float cols[kSegment][kGroups][8];
   alignas(64) float acc[kRowChunk][kGroups][8];
+  SegmentLines next;
   // the view may start inside a panel (row_slice): its row n is stored row w.row0 + n
   int n0 = n_begin;
   while (n0 < n_end) {
@@ -766,7 +789,15 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
           continue;
         }
         DS41_UNROLL for (int g = 0; g < G; ++g) decode_panel<t>(w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols, g);
-        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide);
+        if (k0 + kSegment < K) {
+          const uint8_t* panel[kGroups];
+          DS41_UNROLL for (int g = 0; g < G; ++g) panel[g] = w.ggml_panel_block(s0 / kPanelRows + g, (k0 + kSegment) / be);
+          const int next_n = std::min(kSegment, K - k0 - kSegment);
+          next.set(panel, G, (next_n + be - 1) / be * ggml_panel_block_bytes(t));
+        } else {
+          next.count = 0;
+        }
+        apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide, &next);
       }
       for (int i = 0; i < tc; ++i)
         for (int r = 0; r < rows_here; ++r) {
