@@ -2,6 +2,7 @@
 // computes them in float32 (torch CPU semantics: sigmoid = 1/(1+e^-x), silu = x/(1+e^-x),
 // softplus with threshold 20).
 #pragma once
+#include "macros.hpp"  // DS41_HOST_AVX2
 #include "numeric.hpp"
 #include "reduce.hpp"
 #include "simd_avx2.hpp"
@@ -45,7 +46,7 @@ DS41_HD float swiglu_entry(float g, float u, float lim, const float* w, long pos
 /// the same order (avx2::exp_sleef_u10_8, bf16_round8), so the same bits; the rest one by one.
 DS41_HD void swiglu_run(float* g, const float* u, long c0, long c1, float lim, const float* w, long pos0, long npos) {
   long c = c0;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   const long vector_end = npos / kTorchVecElems * kTorchVecElems - pos0;  // columns on the vector exp
   const __m256 sign = _mm256_set1_ps(-0.0f), hi = _mm256_set1_ps(lim), lo = _mm256_set1_ps(-lim);
   for (; c + 8 <= c1 && c + 8 <= vector_end; c += 8) {

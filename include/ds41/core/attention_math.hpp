@@ -2,6 +2,7 @@
 // (shim C6): online softmax over blocks of 64 gathered rows, probabilities rounded to bf16 before
 // the value sum, the sink in the denominator only, -1 indices skipped, bf16 output.
 #pragma once
+#include "macros.hpp"  // DS41_HOST_AVX2
 #include <type_traits>
 #include "numeric.hpp"
 #include "reduce.hpp"
@@ -26,7 +27,7 @@ DS41_HD float attn_block_softmax(float* s, const int* idx, int bn, float& m, flo
   const float new_m = fmaxf(m, bmax);
   const float alpha = exp_sleef_u10(m - new_m);
   int t0 = 0;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   // 8 exps at once (exp_sleef_u10_8: the same bits), masked entries then set to 0
   for (; t0 + 8 <= bn; t0 += 8) {
     const __m256 e = avx2::exp_sleef_u10_8(_mm256_sub_ps(_mm256_loadu_ps(s + t0), _mm256_set1_ps(new_m)));
@@ -71,7 +72,7 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
     for (int t0 = 0; t0 < bn; t0 += kScoreRows) {
       const int tn = bn - t0 < kScoreRows ? bn - t0 : kScoreRows;
       float dot[kScoreRows];
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
       const float* k[kScoreRows];
       for (int j = 0; j < kScoreRows; ++j) {
         const int r = j < tn ? idx[b0 + t0 + j] : -1;
@@ -92,7 +93,7 @@ DS41_HD void sparse_attn_head(const float* q, const float* kv, long kv_stride, c
     }
     const float alpha = attn_block_softmax(p, idx + b0, bn, m, den);
     int d0 = 0;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
     // out[d0 .. d0 + 8V) = out·alpha + Σ_t bf16(p[t])·v[t], each element's sum over t in order,
     // V vectors (V add chains) at once
     const auto value_sum = [&]<int V>(std::integral_constant<int, V>, int d) {

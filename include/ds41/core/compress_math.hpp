@@ -1,6 +1,7 @@
 // ds41/core/compress_math.hpp — per-row math of the compressor, the indexer and the candidate
 // prefilter (M:464-485, M:550-578 of the reference), shared by all backends.
 #pragma once
+#include "macros.hpp"  // DS41_HOST_AVX2
 #include <cstdint>
 #include "linear_math.hpp"
 #include "simd_avx2.hpp"
@@ -56,7 +57,7 @@ DS41_HD float index_score_entry(const float* q, const float* w, const float* k, 
 /// sums in the same order per key; a 128-long dot product one at a time is latency-bound).
 inline void index_scores_host(const float* q, const float* w, const float* keys, long j0, long nk, int heads, int hd,
                               bool small_bmm, float* out) {
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   if (!small_bmm && j0 + 8 <= nk && hd <= avx2::kIndexScoresMaxDim) {
     const float* k[8];
     for (int j = 0; j < 8; ++j) k[j] = keys + (j0 + j) * hd;

@@ -9,6 +9,13 @@
 #define DS41_LAMBDA
 #endif
 
+/// The host's AVX2 fast paths: compiled where the translation unit has AVX2 and FMA (x86-64-v3;
+/// GCC's -mavx2 or -mavx512f alone do not enable FMA), never in nvcc's device pass. Without them
+/// every kernel takes its scalar form, the same bits.
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#define DS41_HOST_AVX2 1
+#endif
+
 #if defined(__CUDA_ARCH__)
 #define DS41_DEVICE_CODE 1
 #else

@@ -3,7 +3,8 @@
 // -mavx512f alone do not enable FMA; nothing here is compiled for the device or without them:
 // such a build takes every kernel's scalar form, the same bits).
 #pragma once
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#include "macros.hpp"  // DS41_HOST_AVX2
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #include <cmath>
 #include <type_traits>

@@ -15,6 +15,7 @@
 // add: fused only where it is exact, attn_host512), and the softmax step is the shared
 // attn_block_softmax, so the bits are sparse_attn_head's.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <type_traits>
 #include "../../core/attention_math.hpp"
@@ -31,7 +32,7 @@ inline int attn_heads_per_item(int heads, int threads) {
   return std::clamp((heads + threads - 1) / std::max(threads, 1), 4, 32);
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 namespace attn_host {
 
 constexpr int kScoreSlice = 64;  // d per pass over kt: 64 keys x 64 d = 16 KiB
@@ -266,7 +267,7 @@ inline void value_heads(const float* p, const float* alpha, int H, int D, const 
 
 /// Floats of scratch sparse_attn_heads_host needs for H heads of D (0 without AVX2).
 inline size_t attn_heads_scratch_floats(int D, int H) {
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   return attn_host::Scratch::floats(D, H);
 #else
   (void)D, (void)H;
@@ -280,7 +281,7 @@ inline size_t attn_heads_scratch_floats(int D, int H) {
 /// only (the device runs a thread per head).
 inline void sparse_attn_heads_host(const float* q, const float* kv, long kv_stride, const int* idx, int n, int D,
                                    int H, const float* sink, float scale, float* out, float* scratch) {
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   using namespace attn_host;
   const Scratch sc(scratch, D, H);
   std::fill(out, out + static_cast<long>(H) * D, 0.0f);  // the f32 accumulators

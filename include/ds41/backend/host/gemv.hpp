@@ -10,6 +10,7 @@
 // A new kernel is its file and its place in the list; a new weight format is its FormatTraits
 // entry (core/weight_format.hpp) and the kernels that serve it (the scalar one serves every format).
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <cstdint>
 #include "../../core/linear_math.hpp"
@@ -30,7 +31,7 @@
 #include "gemv_scaled512.hpp"
 #include "linear_call.hpp"
 #include "threads.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 
@@ -78,7 +79,7 @@ inline void act_quant_row_fast(const float* x, int K, float* q, float* scale) {
 #if defined(DS41_HOST_AVX512)
   for (; kb + 32 <= K; kb += 32)
     if (!act_quant_block32_512(x + kb, q + kb, scale + kb / 32)) act_quant_row(x + kb, 32, q + kb, scale + kb / 32);
-#elif defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#elif defined(DS41_HOST_AVX2)
   for (; kb + 32 <= K; kb += 32)
     if (!ds41::avx2::act_quant_block32(x + kb, q + kb, scale + kb / 32)) act_quant_row(x + kb, 32, q + kb, scale + kb / 32);
 #endif

@@ -18,12 +18,13 @@
 // i's four bytes are consecutive, the pairs `vpmaddubsw` adds, so a group needs no shuffle before
 // its nibbles are looked up (a transpose here cost 4-8% in cache).
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <cstdint>
 #include "../../core/linear_math.hpp"
 #include "buffer.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #include "gemv_panels.hpp"
 

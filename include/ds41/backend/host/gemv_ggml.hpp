@@ -26,6 +26,7 @@
 // AVX-512 (DS41_HOST_AVX512) T > 1 applies the decoded columns in 16-lane vectors, unless the call
 // asks for the AVX2 kernels (VectorIsa::kAvx2, which the tests use to run both).
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -42,7 +43,7 @@
 #include "linear_call.hpp"
 #include "prefetch_l2.hpp"
 #include "unrolled.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 
@@ -114,7 +115,7 @@ inline void linear_rows_scalar(const float* x, long T, long x_stride, const Matr
     for (int n = n_begin; n < n_end; ++n) y[t * y_stride + n] = apply_round(w.dot(x + t * x_stride, n), round);
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 constexpr int kGroups = 4;      // 8-row vectors per tile
 constexpr int kSegment = 256;   // columns decoded at a time
 constexpr int kRowChunk = 16;   // input rows sharing one decoded segment

@@ -14,6 +14,7 @@
 // decode GEMV (T = 1) consumes each group as it is decoded, prefill (T > 1) decodes a 32-column
 // block once into a buffer and applies it to up to kRowChunk input rows.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -40,7 +41,7 @@ inline void linear_rows_scalar(const float* x, const float* xs, long T, long x_s
 
 #include "linear_call.hpp"
 #include "prefetch_l2.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 
 #include "../../core/fp_exact_begin.hpp"

@@ -24,6 +24,7 @@
 // never in nvcc's device pass); without it the descriptor is NotBuilt and linear() takes the scalar
 // reference loops. Threads split output-row tiles, never a row's sum (host/gemv.hpp).
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -33,7 +34,7 @@
 #include "buffer.hpp"
 #include "gemv_panels.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 
@@ -42,7 +43,7 @@ namespace ds41::host_gemv {
 
 
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 namespace avx2 {
 using ds41::avx2::e4m3_decode8;
 using ds41::avx2::transpose8;

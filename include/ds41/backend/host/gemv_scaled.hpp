@@ -29,13 +29,14 @@
 // otherwise be an f32 subnormal) and measured 12.4 against the table decoder's 14.3 Gweights/s
 // (one core, in cache); fp4 decode GEMVs sum in integers instead (host/gemv_fp4int.hpp).
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include "../../core/linear_math.hpp"
 #include "buffer.hpp"
 #include "linear_call.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #include "gemv_panels.hpp"
 

@@ -18,7 +18,7 @@
 #include "unrolled.hpp"
 
 /// Where the panel kernel is compiled: AVX2 and F16C (the f16 scales convert 8 at a time).
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2) && defined(__F16C__)
 #define DS41_HOST_GGML_PANELS 1
 #include <immintrin.h>
 

@@ -9,16 +9,17 @@
 // ·(±1) is exact, so flipping the sign bit is the same; a +0 becomes −0 as 0·(−1) does). IQ1's
 // values are dl·(grid + shift): the sum is exact, then one product, as the scalar code.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <cstdint>
 #include "../../core/ggml_quants.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_ggml {
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #define DS41_HOST_GGML_ROW_DECODERS 1
 namespace row_detail {
 using ggml_detail::load_f16;

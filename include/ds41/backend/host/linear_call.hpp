@@ -16,6 +16,7 @@
 // Every kernel gives the bits of MatrixView::dot (the format's FormatTraits::dot); which one runs
 // changes the time only. A kernel whose instructions this build lacks is a NotBuilt.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include "../../core/linear_math.hpp"
 #include "buffer.hpp"
 #include "threads.hpp"
@@ -48,7 +49,7 @@ struct LinearCall {
 
 /// Whether this build has the vector kernels (AVX2 with FMA, and up); without them every call takes the
 /// scalar reference (host/gemv.hpp's ScalarRows).
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 inline constexpr bool kVectorised = true;
 #else
 inline constexpr bool kVectorised = false;

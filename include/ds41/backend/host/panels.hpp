@@ -25,12 +25,13 @@
 //            float8_e8m0fnu, GGUF MXFP4); a matrix with a scale e8m0 cannot hold stays row-major.
 // The same memory as row-major up to the padding: the packed copy replaces the original.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include "../../core/linear_math.hpp"
 #include "gemv_scaled.hpp"
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 
@@ -126,7 +127,7 @@ inline void pack_groups_scalar(WeightFormat f, const uint8_t* const* row, int n_
     }
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 /// panel_word on 8 lanes.
 inline __m256i panel_words(WeightFormat f, __m256i w) {
   if (f == WeightFormat::kFp8Block32) {
@@ -187,7 +188,7 @@ inline void pack_payload(WeightFormat f, int rows, int cols, const uint8_t* in, 
     for (int i = 0; i < kPanelRows; ++i) row[i] = in + (p * kPanelRows + std::min(i, n_rows - 1)) * rb;
     uint8_t* panel = payload + p * pb;
     long q = 0;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
     if (vector && n_rows == kPanelRows)
       for (; q + 8 <= rb / 4; q += 8) pack_8_groups(f, row, q, panel);  // whole words inside the rows
 #endif
@@ -265,7 +266,7 @@ inline MatrixView pack(const MatrixView& src, uint8_t* payload, float* scales) {
   v.data = payload;
   v.scales = scale_count(src.format, src.rows, src.cols) ? scales : nullptr;
   v.host_scaled_decode = false;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   v.host_scaled_decode = host_gemv::scaled::decode_suits(src.format, in, static_cast<long>(src.rows) * src.cols);
 #endif
   return v;

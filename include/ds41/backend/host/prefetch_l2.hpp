@@ -1,7 +1,8 @@
 // ds41/backend/host/prefetch_l2.hpp — asking for a short stream's bytes in L2 before a host kernel
 // reads them.
 #pragma once
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #include <cstdint>
 #include "../../core/macros.hpp"

@@ -3,8 +3,9 @@
 // tables. Each is the shared formula's bits (the device's one-thread-per-element form in
 // cuda.hpp), laid out so that the host's loops vectorise and the pool's items are worth waking it.
 #pragma once
+#include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <cstdint>
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
 #include "../../core/macros.hpp"
@@ -71,7 +72,7 @@ namespace engram_host {
 /// and the bf16 rounding are the formula's, so the bits are the same.
 inline void dequant_row(const uint8_t* c, const float* s, int hd, float* o) {
   int d0 = 0;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDA_ARCH__)
+#if defined(DS41_HOST_AVX2)
   // 8 codes per step (never straddling a 32-wide scale): the exact decoded floats, then the
   // formula's product and bf16 rounding
   for (; d0 + 8 <= hd; d0 += 8) {
