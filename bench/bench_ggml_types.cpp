@@ -17,7 +17,7 @@
 // (gguf::encode_values: ds41's simple quantizers, not llama-quantize's; any valid blocks time the
 // same), and those bytes are what both sides read; the IQ grid types but IQ2_XXS, whose encoder
 // searches its grid for minutes at these sizes, are random bytes with finite scales instead. Both keep enough copies of them (>= 256 MiB
-// together) to take one per iteration, so each iteration reads its weights from memory, as a
+// together, DS41_BENCH_COLD_MIB) to take one per iteration, so each iteration reads its weights from memory, as a
 // decode step does. bytes_per_second is the GGUF bytes of one copy (what a model file in that type
 // holds) per iteration on every line, so the two sides of a pair compare as their times do, and
 // each side against BM_StreamRead (scripts/stream_fractions.py). FLOP/s counts 2 per weight and
@@ -52,6 +52,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -206,14 +207,27 @@ std::string ds41_label(TensorType type, const HostTensor& w) {
   return std::string("ds41 ") + format_name(w.format) + " " + type_name(type);
 }
 
-/// Copies of one ds41 weight, >= 256 MiB together (at most 256 copies), taken in turn (bench_kernels'
-/// ColdMatrices).
+/// How many copies of a weight of `bytes` bytes both sides keep: >= DS41_BENCH_COLD_MIB MiB together
+/// (default 256), at most 4096. Why the knob: 256 MiB is 8x a 32 MiB L3, but some hosts have more
+/// (a 480 MiB L3 here, session 37), where 256 MiB of copies can be read from L3 rather than
+/// memory; DS41_BENCH_COLD_MIB=1024 makes every iteration read memory on those too.
+size_t cold_copies(double bytes) {
+  static const double mib = [] {
+    const char* v = std::getenv("DS41_BENCH_COLD_MIB");
+    const double m = v ? std::atof(v) : 256.0;
+    return m > 0 ? m : 256.0;
+  }();
+  return std::clamp<size_t>(static_cast<size_t>(std::ceil(mib * (1 << 20) / bytes)), 1, 4096);
+}
+
+/// Copies of one ds41 weight, >= DS41_BENCH_COLD_MIB MiB together (cold_copies), taken in turn
+/// (bench_kernels' ColdMatrices).
 struct ColdCopies {
   std::vector<std::unique_ptr<Matrix<HostBackend>>> copies;
   size_t next = 0;
   explicit ColdCopies(const HostTensor& w) {
     const double bytes = static_cast<double>(w.payload.size() + w.scales.size());  // fp4 panels keep e8m0 bytes
-    const size_t n = std::clamp<size_t>(static_cast<size_t>(std::ceil(256.0 * (1 << 20) / bytes)), 1, 256);
+    const size_t n = cold_copies(bytes);
     while (copies.size() < n) copies.push_back(std::make_unique<Matrix<HostBackend>>(w));
   }
   MatrixView take() { return copies[next++ % copies.size()]->view(); }
@@ -350,7 +364,7 @@ ggml_backend_buffer_type_t llama_cpp_weight_buft(TensorType type, long rows, lon
   return ggml_backend_cpu_buffer_type();
 }
 
-/// One case on ggml: `copies` weight tensors holding the same bytes (>= 256 MiB together), one
+/// One case on ggml: `copies` weight tensors holding the same bytes (cold_copies), one
 /// graph y_i = mul_mat(w_i, x) for each; x and every y_i in one CPU buffer (the y_i share their bytes).
 struct GgmlMulMat {
   ggml_context* ctx_w = nullptr;
@@ -363,7 +377,7 @@ struct GgmlMulMat {
 
   GgmlMulMat(TensorType type, long rows, long cols, long T, const std::vector<uint8_t>& bytes,
              ggml_backend_buffer_type_t buft) {
-    const size_t n = std::clamp<size_t>(static_cast<size_t>(std::ceil(256.0 * (1 << 20) / bytes.size())), 1, 256);
+    const size_t n = cold_copies(static_cast<double>(bytes.size()));
     ctx_w = ggml_init({n * ggml_tensor_overhead(), nullptr, true});
     std::vector<ggml_tensor*> w(n);
     for (auto& t : w) t = ggml_new_tensor_2d(ctx_w, static_cast<ggml_type>(type), cols, rows);
