@@ -68,17 +68,45 @@ DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 tab
 /// from the word at its byte W − 4 (bits 8(W − 4).. of the column: never past it); one shift and
 /// one mask a lane.
 template <int W>
-DS41_ALWAYS_INLINE __m256 joined_codes(const uint8_t* col) {
+struct JoinedField {
   static_assert(W == 5 || W == 6);
-  constexpr int kAt = W - 4, kFirstRows = W == 5 ? 6 : 5;  // rows whose W bits end by bit 32 of the first word
-  const __m256i first = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col)));
-  const __m256i second = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col + kAt)));
-  const auto shift = [](int i) { return i < kFirstRows ? W * i : W * i - 8 * kAt; };
-  const __m256i shifts = _mm256_setr_epi32(shift(0), shift(1), shift(2), shift(3), shift(4), shift(5), shift(6), shift(7));
-  const __m256i word = _mm256_blend_epi32(first, second, (0xFF << kFirstRows) & 0xFF);
-  return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(word, shifts), _mm256_set1_epi32((1 << W) - 1)));
+  static constexpr int kAt = W - 4, kFirstRows = W == 5 ? 6 : 5;  // rows whose W bits end by bit 32 of the first word
+  /// Where lane i's code starts in its word.
+  static constexpr int shift(int i) { return i < kFirstRows ? W * i : W * i - 8 * kAt; }
+  /// Each lane's word: the first or the second, as its row's bits lie.
+  static DS41_ALWAYS_INLINE __m256i words(const uint8_t* col) {
+    const __m256i first = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col)));
+    const __m256i second = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(col + kAt)));
+    return _mm256_blend_epi32(first, second, (0xFF << kFirstRows) & 0xFF);
+  }
+};
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_codes(const uint8_t* col) {
+  using F = JoinedField<W>;
+  const __m256i shifts = _mm256_setr_epi32(F::shift(0), F::shift(1), F::shift(2), F::shift(3), F::shift(4), F::shift(5), F::shift(6), F::shift(7));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(F::words(col), shifts), _mm256_set1_epi32((1 << W) - 1)));
 }
 #if defined(__AVX512VL__)
+/// joined_codes left where they lie (as nibbles_in_place): lane i's code c masked in its word and
+/// converted unsigned is c·2^s(i), exact (W significant bits, s(i) + W <= 32), and a scale times
+/// joined_place_down<W>() (2^−s(i), exact: the scales are 0 or at least 2^-24, s(i) <= 27) times
+/// it is the scale times c, the same exact product, without the shift.
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_codes_in_place(const uint8_t* col) {
+  using F = JoinedField<W>;
+  constexpr unsigned m = (1u << W) - 1;
+  const __m256i masks = _mm256_setr_epi32(static_cast<int>(m << F::shift(0)), static_cast<int>(m << F::shift(1)),
+                                          static_cast<int>(m << F::shift(2)), static_cast<int>(m << F::shift(3)),
+                                          static_cast<int>(m << F::shift(4)), static_cast<int>(m << F::shift(5)),
+                                          static_cast<int>(m << F::shift(6)), static_cast<int>(m << F::shift(7)));
+  return _mm256_cvtepu32_ps(_mm256_and_si256(F::words(col), masks));
+}
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_place_down() {
+  using F = JoinedField<W>;
+  const auto down = [](int i) { return 1.0f / static_cast<float>(1u << F::shift(i)); };  // a power of two: exact
+  return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
+}
 /// Each lane's nibble of the 32-bit word at p (lane i: bits 4i..4i+3) left where it lies, converted
 /// unsigned: q·16^i, exact. A scale times nibble_place_down() (16^−i, exact: the scales are 0 or at
 /// least 2^-24) times it is the scale times q, the same exact product, without a shift.
@@ -207,7 +235,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
   constexpr long pbb = ggml_panel_block_bytes(t);
   const __m256 off = _mm256_set1_ps(kFive ? 16.0f : 8.0f);
 #if defined(__AVX512VL__)
-  constexpr bool kInPlace = !kFive && !kNl;  // Q4_0/Q4_1: nibbles_in_place, d·16^−i
+  constexpr bool kInPlace = !kNl;  // Q4_0/Q4_1: nibbles_in_place, d·16^−i; Q5_0/Q5_1: joined_codes_in_place<5>
 #else
   constexpr bool kInPlace = false;
 #endif
@@ -219,7 +247,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
       else vm[g] = _mm256_mul_ps(vd[g], off);  // off·d, exact
 #if defined(__AVX512VL__)
-      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], nibble_place_down());
+      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], kFive ? joined_place_down<5>() : nibble_place_down());
 #endif
     }
     for (int l = 0; l < 32; ++l) {
@@ -231,13 +259,13 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
           continue;
         }
         __m256 c, scale = vd[g];
-        if constexpr (kFive) {
-          c = joined_codes<5>(col + 5 * l);
-        } else if constexpr (kInPlace) {
+        if constexpr (kInPlace) {
 #if defined(__AVX512VL__)
-          c = nibbles_in_place(col + 4 * l);
+          c = kFive ? joined_codes_in_place<5>(col + 5 * l) : nibbles_in_place(col + 4 * l);
           scale = ds[g];
 #endif
+        } else if constexpr (kFive) {
+          c = joined_codes<5>(col + 5 * l);
         } else {
           c = _mm256_cvtepi32_ps(field_codes<4, 0>(col, l));
         }
@@ -367,11 +395,21 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
 #endif
         } else {
           // Q5_K: the joined 5-bit code (low nibble | fifth bit << 4), column e's 5 bytes at q + 5e
+#if defined(__AVX512VL__)
+          // left in place (joined_codes_in_place), vd·2^−s: no shift
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], joined_place_down<5>());
+          for (int l = 0; l < 32; ++l) {
+            const int e = 32 * j + l;
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes_in_place<5>(pb[g] + q + 5 * e), vd[g], vm[g]);
+            sink(e, v);
+          }
+#else
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
             DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], joined_codes<5>(pb[g] + q + 5 * e), vm[g]);
             sink(e, v);
           }
+#endif
         }
       }
       return sink;
@@ -391,11 +429,21 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         DS41_UNROLL for (int g = 0; g < G; ++g)
           vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(words[g][s / 4], 24 - 8 * (s % 4)), 24)),
           vd32[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(32.0f));
+#if defined(__AVX512VL__)
+        // left in place (joined_codes_in_place), vd·2^−s: no shift
+        DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], joined_place_down<6>());
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes_in_place<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
+          sink(e, v);
+        }
+#else
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
           sink(e, v);
         }
+#endif
       }
       return sink;
     } else if constexpr (t == GgmlType::kQ4_0) {
