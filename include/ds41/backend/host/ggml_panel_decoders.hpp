@@ -118,6 +118,25 @@ DS41_ALWAYS_INLINE __m256 nibble_place_down() {
   return _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
 }
 #endif
+/// A joined code's operand and its scale's: with AVX-512VL the code in place (c·2^s,
+/// joined_codes_in_place) and the scale ·2^−s, else the code shifted down and the scale as it is.
+/// Their product is the scale times c either way, exactly.
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_operand(const uint8_t* col) {
+#if defined(__AVX512VL__)
+  return joined_codes_in_place<W>(col);
+#else
+  return joined_codes<W>(col);
+#endif
+}
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_scale(__m256 scale) {
+#if defined(__AVX512VL__)
+  return _mm256_mul_ps(scale, joined_place_down<W>());
+#else
+  return scale;
+#endif
+}
 using ggml_detail::load_u16;
 using ggml_detail::load_u32;
 
@@ -235,7 +254,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
   constexpr long pbb = ggml_panel_block_bytes(t);
   const __m256 off = _mm256_set1_ps(kFive ? 16.0f : 8.0f);
 #if defined(__AVX512VL__)
-  constexpr bool kInPlace = !kNl;  // Q4_0/Q4_1: nibbles_in_place, d·16^−i; Q5_0/Q5_1: joined_codes_in_place<5>
+  constexpr bool kInPlace = !kFive && !kNl;  // Q4_0/Q4_1: nibbles_in_place, d·16^−i (Q5: joined_operand)
 #else
   constexpr bool kInPlace = false;
 #endif
@@ -247,8 +266,9 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
       else vm[g] = _mm256_mul_ps(vd[g], off);  // off·d, exact
 #if defined(__AVX512VL__)
-      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], kFive ? joined_place_down<5>() : nibble_place_down());
+      if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], nibble_place_down());
 #endif
+      if constexpr (kFive) ds[g] = joined_scale<5>(vd[g]);
     }
     for (int l = 0; l < 32; ++l) {
       const int e = 32 * b + l;
@@ -259,13 +279,14 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
           continue;
         }
         __m256 c, scale = vd[g];
-        if constexpr (kInPlace) {
+        if constexpr (kFive) {
+          c = joined_operand<5>(col + 5 * l);
+          scale = ds[g];
+        } else if constexpr (kInPlace) {
 #if defined(__AVX512VL__)
-          c = kFive ? joined_codes_in_place<5>(col + 5 * l) : nibbles_in_place(col + 4 * l);
+          c = nibbles_in_place(col + 4 * l);
           scale = ds[g];
 #endif
-        } else if constexpr (kFive) {
-          c = joined_codes<5>(col + 5 * l);
         } else {
           c = _mm256_cvtepi32_ps(field_codes<4, 0>(col, l));
         }
@@ -395,21 +416,12 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
 #endif
         } else {
           // Q5_K: the joined 5-bit code (low nibble | fifth bit << 4), column e's 5 bytes at q + 5e
-#if defined(__AVX512VL__)
-          // left in place (joined_codes_in_place), vd·2^−s: no shift
-          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], joined_place_down<5>());
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = joined_scale<5>(vd[g]);
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
-            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes_in_place<5>(pb[g] + q + 5 * e), vd[g], vm[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<5>(pb[g] + q + 5 * e), vd[g], vm[g]);
             sink(e, v);
           }
-#else
-          for (int l = 0; l < 32; ++l) {
-            const int e = 32 * j + l;
-            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], joined_codes<5>(pb[g] + q + 5 * e), vm[g]);
-            sink(e, v);
-          }
-#endif
         }
       }
       return sink;
@@ -429,21 +441,12 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         DS41_UNROLL for (int g = 0; g < G; ++g)
           vd[g] = scaled_lanes(d[g], _mm256_srai_epi32(_mm256_slli_epi32(words[g][s / 4], 24 - 8 * (s % 4)), 24)),
           vd32[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(32.0f));
-#if defined(__AVX512VL__)
-        // left in place (joined_codes_in_place), vd·2^−s: no shift
-        DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], joined_place_down<6>());
+        DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = joined_scale<6>(vd[g]);  // after vd32: 32·vd is not scaled
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes_in_place<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
           sink(e, v);
         }
-#else
-        for (int l = 0; l < 16; ++l) {
-          const int e = 16 * s + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_codes<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
-          sink(e, v);
-        }
-#endif
       }
       return sink;
     } else if constexpr (t == GgmlType::kQ4_0) {
