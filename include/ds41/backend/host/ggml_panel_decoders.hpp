@@ -500,6 +500,16 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       for (int b = 0; b < n / be; ++b) {
         const long at = b * pbb;
         DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = header_f16(pb[g] + at, hb, 0);
+#if defined(__AVX512VL__)
+        if constexpr (t == GgmlType::kQ1_0) {  // column e's byte is its 8 rows' bits: a mask, one blend of d and −d
+          DS41_UNROLL for (int g = 0; g < G; ++g) vm[g] = _mm256_xor_ps(d[g], sign);  // −d, as the scalar code's neg_d
+          for (int l = 0; l < be; ++l) {
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mask_blend_ps(static_cast<__mmask8>(pb[g][at + q + l]), vm[g], d[g]);
+            sink(be * b + l, v);
+          }
+          continue;
+        }
+#endif
         for (int l = 0; l < be; l += 4)
           unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
             DS41_UNROLL for (int g = 0; g < G; ++g) {
