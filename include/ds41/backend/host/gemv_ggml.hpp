@@ -275,11 +275,14 @@ void visit_panel_type(GgmlType t, F&& f) {
 /// streams (as for the fp8/fp4 panels, prefetch_l2.hpp), and the out-of-order window reaches only a
 /// line or two ahead in each. The types read fastest (F16, Q8_0, Q5_0, Q5_1, TQ2_0, NVFP4) ran
 /// 2-14% slower with it (presumably the hardware prefetcher keeps ahead of their streams, and the
-/// 36-256 prefetches a segment only cost); Q2_K, IQ4_XS and the 1- and 2-bit types were no faster. Asking
-/// a segment or more ahead gained less than at its start.
+/// 36-256 prefetches a segment only cost); IQ4_XS and the 1- and 2-bit types were no faster. Q2_K
+/// was no faster at K = 5120 or 8192 but is at K = 1280 and 2304 (short panels, which the hardware
+/// prefetcher has no time to learn): 32768 x 1280 0.82-0.83, 5120 x 2304 0.89-0.93 (session 37;
+/// Q8_0 and F16 were up to 25% slower with it, at every shape). Asking a segment or more ahead gained
+/// less than at its start.
 constexpr bool prefetches_segment(GgmlType t) {
   switch (t) {
-    case GgmlType::kQ3_K: case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
+    case GgmlType::kQ2_K: case GgmlType::kQ3_K: case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
     case GgmlType::kQ4_0: case GgmlType::kQ4_1: case GgmlType::kIQ4_NL:
       return true;
     default:
