@@ -131,16 +131,23 @@ constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
 /// bytes a weight, 64 a column of 32 rows). Asked for all at once (prefetch_segment) they held
 /// the fill buffers and stalled the issue; asked for one a column they arrive in time and cost a
 /// slot each.
+/// A panel's bytes for the segment of n columns (whole blocks).
+inline long segment_bytes(GgmlType t, int n) {
+  const long be = ggml_block_elems(t);
+  return (n + be - 1) / be * ggml_panel_block_bytes(t);
+}
 struct SegmentLines {
   uintptr_t line[kSegment];
   int count = 0;
-  /// The lines of `bytes` bytes at each of G panels' blocks.
-  void set(const uint8_t* const* panel, int G, long bytes) {
+  /// The lines of the segment at block b (n columns) of panels [p0, p0 + G), as prefetch_segment
+  /// asks for them.
+  void set(const MatrixView& w, long p0, long b, int n, int G) {
     count = 0;
-    for (int g = 0; g < G; ++g)
-      for (uintptr_t at = reinterpret_cast<uintptr_t>(panel[g]) & ~uintptr_t{63}, end = reinterpret_cast<uintptr_t>(panel[g]) + bytes;
-           at < end && count < kSegment; at += 64)
-        line[count++] = at;
+    const long bytes = segment_bytes(w.ggml_type, n);
+    for (int g = 0; g < G; ++g) {
+      const auto p = reinterpret_cast<uintptr_t>(w.ggml_panel_block(p0 + g, b));
+      for (uintptr_t at = p & ~uintptr_t{63}; at < p + bytes && count < kSegment; at += 64) line[count++] = at;
+    }
   }
   DS41_ALWAYS_INLINE void ask(int j) const { _mm_prefetch(reinterpret_cast<const char*>(line[j]), _MM_HINT_T1); }
 };
@@ -292,8 +299,7 @@ constexpr bool prefetches_segment(GgmlType t) {
 /// Asks for the blocks of the segment at block b (n columns) of panels [p0, p0 + kGroups) in L2
 /// (always inlined: prefetch_l2.hpp says why).
 DS41_ALWAYS_INLINE void prefetch_segment(const MatrixView& w, long p0, long b, int n) {
-  const long be = ggml_block_elems(w.ggml_type), pbb = ggml_panel_block_bytes(w.ggml_type);
-  const long bytes = (n + be - 1) / be * pbb;
+  const long bytes = segment_bytes(w.ggml_type, n);
   DS41_UNROLL for (int g = 0; g < kGroups; ++g) host_prefetch::prefetch_l2(w.ggml_panel_block(p0 + g, b), bytes);
 }
 
@@ -328,14 +334,8 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
           continue;
         }
         DS41_UNROLL for (int g = 0; g < G; ++g) decode_panel<t>(w.ggml_panel_block(s0 / kPanelRows + g, k0 / be), n, cols, g);
-        if (k0 + kSegment < K) {
-          const uint8_t* panel[kGroups];
-          DS41_UNROLL for (int g = 0; g < G; ++g) panel[g] = w.ggml_panel_block(s0 / kPanelRows + g, (k0 + kSegment) / be);
-          const int next_n = std::min(kSegment, K - k0 - kSegment);
-          next.set(panel, G, (next_n + be - 1) / be * ggml_panel_block_bytes(t));
-        } else {
-          next.count = 0;
-        }
+        if (k0 + kSegment < K) next.set(w, s0 / kPanelRows, (k0 + kSegment) / be, std::min(kSegment, K - k0 - kSegment), G);
+        else next.count = 0;
         apply_columns(x + t0 * x_stride + k0, x_stride, tc, G, n, cols, acc, wide, &next);
       }
       for (int i = 0; i < tc; ++i)

@@ -30,27 +30,30 @@ namespace ds41::host_ggml {
 // same operands: products d·scale first, then ·q, then − dmin·min, each rounded on its own).
 
 /// Lane i's code of column e0 + J in a field of width W (bits per row; W bytes per column), e0 a
-/// multiple of 4 / W: the 32-bit word holding it (4 / W columns) broadcast straight from memory, then a
-/// variable shift and a mask. Reading whole words, which never pass the field's end, costs one load
+/// multiple of 4 / W, shifted down to the lane's low bits but not masked (the bits above are the
+/// next rows' codes): the 32-bit word holding it (4 / W columns) broadcast straight from memory,
+/// then a variable shift. Reading whole words, which never pass the field's end, costs one load
 /// per word instead of a scalar load, a move and a shuffle per column (Q2_K's decode GEMV: 813 ->
 /// 648 us at 1280 x 5120).
 template <int W, int J>
-DS41_ALWAYS_INLINE __m256i field_codes(const uint8_t* field, int e0) {
+DS41_ALWAYS_INLINE __m256i field_shifted(const uint8_t* field, int e0) {
   constexpr int kPer = 4 / W, kJ = J % kPer;
   const __m256i word = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + (e0 + J - kJ) * W)));
   const __m256i shifts = _mm256_setr_epi32(0, W, 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W);
-  return _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(8 * W * kJ))),
-                          _mm256_set1_epi32((1 << W) - 1));
+  return _mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(8 * W * kJ)));
 }
-/// Lane i's nibble of column e (a field of 4 bits a row) in the low 4 bits of its lane, masked only
-/// where table16 needs it (without AVX-512VL): the index of a 16-entry table.
+/// field_shifted, masked: lane i's code alone.
+template <int W, int J>
+DS41_ALWAYS_INLINE __m256i field_codes(const uint8_t* field, int e0) {
+  return _mm256_and_si256(field_shifted<W, J>(field, e0), _mm256_set1_epi32((1 << W) - 1));
+}
+/// Lane i's nibble of column e (a field of 4 bits a row) as the index of a 16-entry table
+/// (table16): masked only where table16 needs it (without AVX-512VL).
 DS41_ALWAYS_INLINE __m256i nibble_index(const uint8_t* field, int e) {
-  const __m256i word = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + 4 * e)));
-  const __m256i shifted = _mm256_srlv_epi32(word, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
 #if defined(__AVX512VL__)
-  return shifted;
+  return field_shifted<4, 0>(field, e);
 #else
-  return _mm256_and_si256(shifted, _mm256_set1_epi32(0xF));
+  return field_codes<4, 0>(field, e);
 #endif
 }
 /// The float value of each lane's 2-bit code at column e0 + J: table[code] for a 4-entry table, by
@@ -58,10 +61,7 @@ DS41_ALWAYS_INLINE __m256i nibble_index(const uint8_t* field, int e) {
 /// third is the next row's: no mask, and no integer conversion on the FP ports).
 template <int J>
 DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 table_twice) {
-  constexpr int kJ = J % 2;
-  const __m256i word = _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + (e0 + J - kJ) * 2)));
-  const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-  return _mm256_permutevar8x32_ps(table_twice, _mm256_srlv_epi32(word, _mm256_add_epi32(shifts, _mm256_set1_epi32(16 * kJ))));
+  return _mm256_permutevar8x32_ps(table_twice, field_shifted<2, J>(field, e0));
 }
 /// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
 /// col, as a float: the rows whose bits lie in the column's first 32-bit word from it, the others
@@ -314,7 +314,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
   // q3_K_scale), then d·scale (and dmin·min) as vectors
   const int hb = ggml_panel_header_bytes(t);
   const auto f16 = [&](int g, int o) { return header_f16(pb[g], hb, header_at(t, o)); };
-  const __m256i m4 = _mm256_set1_epi32(0xF), m6 = _mm256_set1_epi32(63);
+  const __m256i m4 = _mm256_set1_epi32(0xF);
   __m256 v[G], vd[G], vm[G], d[G], dmin[G];
   {  // one type per instantiation (visit_panel_type): each compiles alone
     if constexpr (t == GgmlType::kF16) {

@@ -5,7 +5,6 @@
 #if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #include <cstdint>
-#include "../../core/macros.hpp"
 
 // Always inlined, and so must be every ds41 function whose only effects are these prefetches:
 // GCC 12 finds such a function free of effects and deletes a call of it that it did not inline

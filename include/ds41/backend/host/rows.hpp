@@ -8,7 +8,6 @@
 #if defined(DS41_HOST_AVX2)
 #include <immintrin.h>
 #endif
-#include "../../core/macros.hpp"
 #include "../../core/numeric.hpp"
 #include "../../core/quant.hpp"
 #include "../../core/simd_avx2.hpp"
