@@ -39,6 +39,7 @@
 #include "bf16_range512.hpp"  // DS41_HOST_AVX512
 #include "ggml_grid_rows512.hpp"
 #include "ggml_panel_decoders.hpp"  // DS41_HOST_GGML_PANELS
+#include "ggml_panel_pairs512.hpp"   // DS41_HOST_GGML_PAIRS512
 #include "ggml_row_decoders.hpp"
 #include "linear_call.hpp"
 #include "prefetch_l2.hpp"
@@ -327,6 +328,15 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
           const uint8_t* pb[kGroups];
           DS41_UNROLL for (int g = 0; g < kGroups; ++g) pb[g] = w.ggml_panel_block(s0 / kPanelRows + g, k0 / be);
           if constexpr (prefetches_segment(t)) prefetch_segment(w, s0 / kPanelRows, k0 / be, n);
+#if defined(DS41_HOST_GGML_PAIRS512)
+          if constexpr (pairs512::served(t))
+            if (wide) {  // the 2-bit types: two panels to a 16-lane vector (ggml_panel_pairs512.hpp)
+              pairs512::ChainSink pairs{x + t0 * x_stride + k0, {_mm512_load_ps(acc[0][0]), _mm512_load_ps(acc[0][2])}};
+              pairs = pairs512::decode_pairs<t>(pb, n, pairs);
+              _mm512_store_ps(acc[0][0], pairs.a[0]), _mm512_store_ps(acc[0][2], pairs.a[1]);
+              continue;
+            }
+#endif
           ChainSink chains{x + t0 * x_stride + k0, {}};
           DS41_UNROLL for (int g = 0; g < kGroups; ++g) chains.a[g] = _mm256_load_ps(acc[0][g]);
           chains = decode_panels<t, kGroups>(pb, n, chains);
