@@ -271,9 +271,11 @@ DS41_HD void dequantize_block_q6_K(const uint8_t* block, float* out) {
 // ---------------------------------------------------------------- TQ1_0, TQ2_0: ternary
 // Codes 0, 1, 2 for −1, 0, +1 times the block's f16 d (BitNet-style models).
 using GgmlTQ1_0 = GgmlBlockFormat<GgmlType::kTQ1_0, 256, 54>;
+/// 3^n for TQ1_0's digits n = 0..4.
+DS41_HD constexpr int tq1_pow3(int n) { return n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81; }
 /// Digit n of a TQ1_0 byte (0, 1 or 2): ((byte·3^n mod 256)·3) >> 8, ggml's encoding.
 DS41_HD constexpr int tq1_digit(uint8_t byte, int n) {
-  const uint8_t q = static_cast<uint8_t>(byte * (n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81));  // mod 256, as ggml's uint8_t product
+  const uint8_t q = static_cast<uint8_t>(byte * tq1_pow3(n));  // mod 256, as ggml's uint8_t product
   return (static_cast<int>(q) * 3) >> 8;
 }
 /// Bytes: qs[48], qh[4] (five and four base-3 digits a byte, tq1_digit), d (f16). Elements:

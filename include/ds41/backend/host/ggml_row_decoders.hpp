@@ -140,9 +140,8 @@ inline void decode_tq1_0(const uint8_t* blk, float* out) {
   const __m256 d = _mm256_set1_ps(ggml_detail::load_f16(blk + 52));
   // digit n of the 8 bytes in `bytes` (the low 8 of an xmm)
   const auto put = [&](__m128i bytes, int n, float* o) {
-    constexpr int kPow3[5] = {1, 3, 9, 27, 81};
     const __m256i b = _mm256_cvtepu8_epi32(bytes);
-    const __m256i q = _mm256_and_si256(_mm256_mullo_epi32(b, _mm256_set1_epi32(kPow3[n])), _mm256_set1_epi32(0xFF));
+    const __m256i q = _mm256_and_si256(_mm256_mullo_epi32(b, _mm256_set1_epi32(tq1_pow3(n))), _mm256_set1_epi32(0xFF));
     const __m256i digit = _mm256_srli_epi32(_mm256_mullo_epi32(q, _mm256_set1_epi32(3)), 8);
     _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(digit, _mm256_set1_epi32(1))), d));
   };
