@@ -51,9 +51,15 @@ long differing(const std::vector<float>& a, const std::vector<float>& b, std::st
 constexpr const auto& kKept = testing::kKeptGgmlTypes;
 
 /// The kept Linear, the f32 Linear on the values and MatrixView::dot agree at (rows, cols, T).
-void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64_t seed) {
+/// Inputs at the ends of float's range (the ternary types' factor path, gemv_ggml.hpp's
+/// products_normal): kHuge, a zero and one value near float's largest in each row, whose products
+/// with the larger scales overflow (0·(x·d) would be NaN where x·0 is 0); kTiny, whole rows below
+/// 2^-100, whose products and sums lie below the normal range (2·(x·d) then differs from x·(2·d)).
+enum class Extremes { kNone, kHuge, kTiny };
+void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64_t seed, Extremes extremes = Extremes::kNone) {
   const std::string what = std::string(ggml_type_info(t).name) + " " + std::to_string(rows) + "x" +
-                           std::to_string(cols) + " T=" + std::to_string(T);
+                           std::to_string(cols) + " T=" + std::to_string(T) +
+                           (extremes == Extremes::kHuge ? " huge" : extremes == Extremes::kTiny ? " tiny" : "");
   CAPTURE(what);
   const HostTensor kept = HostTensor::from_ggml_blocks({rows, cols}, t, random_blocks(t, rows, cols, seed));
   const Matrix<HostBackend> mk(kept), mf(HostTensor::from_f32({rows, cols}, kept.to_f32()));
@@ -61,7 +67,13 @@ void check_shape(GgmlType t, long rows, int cols, long T, OutRound round, uint64
   // the file's bytes, no more (panels: the last 8-row panel's missing rows as zero blocks)
   const long stored_rows = mk.view().layout == WeightLayout::kPanels8 ? (rows + 7) / 8 * 8 : rows;
   CHECK(mk.payload.size() == static_cast<size_t>(stored_rows * ggml_row_bytes(t, cols)));
-  const std::vector<float> x = random_input(T * cols, seed + 1);
+  std::vector<float> x = random_input(T * cols, seed + 1);
+  for (long r = 0; r < T && extremes != Extremes::kNone; ++r) {
+    float* xr = x.data() + r * cols;
+    if (extremes == Extremes::kHuge) xr[11] = 0.0f, xr[13] = 0x1.ep127f;  // overflows with |d| >= 1.07
+    else
+      for (int k = 0; k < cols; ++k) xr[k] *= 0x1p-130f;  // x·d below 2^-126 for |d| < 8: every random scale
+  }
   std::vector<float> yk(static_cast<size_t>(T * rows)), yf(yk.size()), yd(yk.size());
   HostBackend::linear(x.data(), T, cols, mk.view(), yk.data(), rows, round);
   HostBackend::linear(x.data(), T, cols, mf.view(), yf.data(), rows, round);
@@ -109,6 +121,19 @@ TEST_CASE("ggml linear: kept blocks at V4.1 shapes, the decode GEMV and a 16-row
   for (GgmlType t : kKept) {
     check_shape(t, 1280, 5120, 1, OutRound::kBF16, ++seed);
     check_shape(t, 512, 2304, 16, OutRound::kF32, ++seed);
+  }
+}
+
+TEST_CASE("ggml linear: inputs at the ends of float's range give the f32 Linear's bits") {
+  // the decode GEMV's 32-row tiles (TQ1_0's and TQ2_0's codes as factors only where every x·d is
+  // normal or zero: gemv_ggml.hpp's products_normal), and a multi-row tile
+  uint64_t seed = 4141;
+  for (GgmlType t : kKept) {
+    const int cols = t == GgmlType::kF16 ? 520 : ggml_block_elems(t) == 32 ? 544 : 768;
+    for (Extremes e : {Extremes::kHuge, Extremes::kTiny}) {
+      check_shape(t, 64, cols, 1, OutRound::kF32, ++seed, e);
+      check_shape(t, 40, cols, 3, OutRound::kF32, ++seed, e);
+    }
   }
 }
 

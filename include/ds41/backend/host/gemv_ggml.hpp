@@ -12,9 +12,10 @@
 // K-quants, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
 // where a column of 8 rows decodes straight into a vector (a broadcast, a variable shift and a
 // mask, or a permute of the type's value table: ggml_panel_decoders.hpp; each type's decoder its
-// own instantiation, visit_panel_type): the decode GEMV decodes the tile's four panels side by side into its four
-// chains; T > 1 decodes each 256-column segment once into a column buffer and applies it to up to
-// kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any view left row-major are
+// own instantiation, visit_panel_type): the decode GEMV decodes the tile's four panels side by
+// side into its four chains (Q2_K and TQ2_0 with AVX-512: two panels to a 16-lane vector,
+// ggml_panel_pairs512.hpp); T > 1 decodes each 256-column segment once into a column buffer and
+// applies it to up to kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any view left row-major are
 // decoded row by row (ggml_row_decoders.hpp's vector decoders for the IQ grid types, else
 // core/ggml_quants.hpp's scalar ones) and transposed to columns, 8 rows at a time; rows past the
 // last whole 8-row vector go through MatrixView::dot. With AVX-512 VBMI the IQ grid types and
@@ -29,6 +30,7 @@
 #include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -109,6 +111,42 @@ inline MatrixView pack(const MatrixView& src, uint8_t* out) {
   return v;
 }
 
+#if defined(DS41_HOST_AVX512)
+/// Whether x·d is zero, a normal float or not finite for every input x[0..K) and every f16 scale d
+/// (0, or 2^-24 <= |d| <= 65504): every finite x is 0 or 2^-102 <= |x| <= 2^96. Where so, the
+/// ternary types' decode GEMVs take their codes as factors (f·(x·d) is x·(f·d) exactly for f = −1,
+/// 0, 1 and 2: no product leaves the normal range, and x·d is finite); elsewhere they take the
+/// values, with the same bits.
+inline bool products_normal(const float* x, long K) {
+  const __m512 lo = _mm512_set1_ps(0x1p-102f), hi = _mm512_set1_ps(0x1p96f), zero = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  long k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + k));
+    // NaN compares false both ways; inf is above hi but not finite: only finite values out of range count
+    bad |= _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a, zero, _CMP_NEQ_OQ), a, lo, _CMP_LT_OQ) |
+           _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a, _mm512_set1_ps(INFINITY), _CMP_LT_OQ), a, hi, _CMP_GT_OQ);
+  }
+  for (; k < K; ++k) {
+    const float a = x[k] < 0 ? -x[k] : x[k];
+    if ((a != 0.0f && a < 0x1p-102f) || (a > 0x1p96f && a < INFINITY)) return false;
+  }
+  return bad == 0;
+}
+#endif
+/// Whether the decode GEMV of TQ1_0 and TQ2_0 may take their codes as factors (ggml_grid_rows512.hpp's
+/// tq1_chains, ggml_panel_pairs512.hpp's tq2_factor_chains; AVX-512 builds): one input row whose
+/// products with every f16 scale stay zero, normal or not finite with x (products_normal).
+inline bool codes_as_factors(const float* x, long T, const MatrixView& w) {
+#if defined(DS41_HOST_AVX512)
+  return T == 1 && w.format == WeightFormat::kGgmlBlocks &&
+         (w.ggml_type == GgmlType::kTQ1_0 || w.ggml_type == GgmlType::kTQ2_0) && products_normal(x, w.cols);
+#else
+  (void)x, (void)T, (void)w;
+  return false;
+#endif
+}
+
 /// Rows [n_begin, n_end) of y = round(x · Wᵀ), one output at a time (the oracle; every build).
 inline void linear_rows_scalar(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                                OutRound round, int n_begin, int n_end) {
@@ -120,6 +158,21 @@ inline void linear_rows_scalar(const float* x, long T, long x_stride, const Matr
 constexpr int kGroups = 4;      // 8-row vectors per tile
 constexpr int kSegment = 256;   // columns decoded at a time
 constexpr int kRowChunk = 16;   // input rows sharing one decoded segment
+
+#if defined(DS41_HOST_AVX512)
+/// The decode GEMV's sink for a tile's 32 rows as two 16-lane vectors (the IQ grid types and
+/// TQ1_0, ggml_grid_rows512.hpp; the 2-bit panel types, ggml_panel_pairs512.hpp): x[e] times column
+/// e of each added into its own chain (the f32 Linear's multiply and add, each rounded on its own).
+struct ChainSink512 {
+  const float* x;
+  __m512 a[2];
+  DS41_ALWAYS_INLINE void operator()(int e, const __m512* v) {
+    const __m512 xv = _mm512_set1_ps(x[e]);
+    a[0] = _mm512_add_ps(a[0], _mm512_mul_ps(xv, v[0]));
+    a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(xv, v[1]));
+  }
+};
+#endif
 
 // ---------------------------------------------------------------- row decoders
 // The row-major path serves the types without panels (the IQ types, TQ1_0) and views left
@@ -307,7 +360,7 @@ DS41_ALWAYS_INLINE void prefetch_segment(const MatrixView& w, long p0, long b, i
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights of type t in panels.
 template <GgmlType t>
 void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, bool wide) {
+                        OutRound round, int n_begin, int n_end, bool wide, bool factors) {
   const int K = w.cols;
   constexpr int be = ggml_block_elems(t);
   alignas(64) float cols[kSegment][kGroups][8];
@@ -331,8 +384,11 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
 #if defined(DS41_HOST_GGML_PAIRS512)
           if constexpr (pairs512::served(t))
             if (wide) {  // the 2-bit types: two panels to a 16-lane vector (ggml_panel_pairs512.hpp)
-              pairs512::ChainSink pairs{x + t0 * x_stride + k0, {_mm512_load_ps(acc[0][0]), _mm512_load_ps(acc[0][2])}};
-              pairs = pairs512::decode_pairs<t>(pb, n, pairs);
+              ChainSink512 pairs{x + t0 * x_stride + k0, {_mm512_load_ps(acc[0][0]), _mm512_load_ps(acc[0][2])}};
+              if (t == GgmlType::kTQ2_0 && factors && T == 1)  // its codes as factors
+                pairs512::tq2_factor_chains(pb, n, pairs.x, pairs.a);
+              else
+                pairs = pairs512::decode_pairs<t>(pb, n, pairs);
               _mm512_store_ps(acc[0][0], pairs.a[0]), _mm512_store_ps(acc[0][2], pairs.a[1]);
               continue;
             }
@@ -387,7 +443,7 @@ DS41_ALWAYS_INLINE void prefetch_tile_blocks(uintptr_t at, long rb, long bb) {
 /// chains (T = 1), else into the column buffer that apply_columns applies.
 template <GgmlType t>
 int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride, OutRound round,
-                     int n_begin, int n_end) {
+                     int n_begin, int n_end, bool factors) {
   using grid512::kRows;
   static_assert(ggml_block_elems(t) == kSegment && kRows == 8 * kGroups, "a block is a segment, a tile four groups");
   constexpr int bb = ggml_block_bytes(t);
@@ -407,19 +463,13 @@ int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w,
       const int tc = static_cast<int>(std::min<long>(kRowChunk, T - t0));
       const float* xt = x + t0 * x_stride;
       if (tc == 1) {  // the decode GEMV
-        struct Chains {
-          const float* x;
-          __m512 a[2];
-          DS41_ALWAYS_INLINE void operator()(int e, const __m512* v) {
-            const __m512 xv = _mm512_set1_ps(x[e]);
-            a[0] = _mm512_add_ps(a[0], _mm512_mul_ps(xv, v[0]));
-            a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(xv, v[1]));
-          }
-        } chains{xt, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+        ChainSink512 chains{xt, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
         for (long b = 0; b < blocks; ++b, chains.x += kSegment) {
           if constexpr (prefetches_next_block(t)) prefetch_tile_blocks(reinterpret_cast<uintptr_t>(tile) + (b + 1) * bb, rb, bb);
-          if constexpr (t == GgmlType::kTQ1_0) grid512::tq1_chains(tile + b * bb, rows, chains.x, chains.a);  // codes as factors
-          else grid512::decode_block<t>(tile + b * bb, rows, chains);
+          if (t == GgmlType::kTQ1_0 && factors && T == 1)  // its codes as factors
+            grid512::tq1_chains(tile + b * bb, rows, chains.x, chains.a);
+          else
+            grid512::decode_block<t>(tile + b * bb, rows, chains);
         }
         _mm512_store_ps(acc[0][0], chains.a[0]), _mm512_store_ps(acc[0][2], chains.a[1]);
       } else {
@@ -441,12 +491,13 @@ int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w,
 #endif
 
 /// Rows [n_begin, n_end) of y for kGgmlBlocks weights (usable(w)).
+/// `factors`: TQ1_0 and TQ2_0 may take their codes as factors (codes_as_factors(x, ...)).
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, bool wide = true) {
+                        OutRound round, int n_begin, int n_end, bool wide = true, bool factors = false) {
 #if defined(DS41_HOST_GGML_PANELS)
   if (w.layout == WeightLayout::kPanels8) {
     visit_panel_type(w.ggml_type, [&](auto type) {
-      linear_rows_panels<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, wide);
+      linear_rows_panels<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n_begin, n_end, wide, factors);
     });
     return;
   }
@@ -463,7 +514,7 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 #if defined(DS41_HOST_GGML_GRID512)
   if (wide && grid512::served(w.ggml_type))
     grid512::visit_served_type(w.ggml_type, [&](auto type) {
-      n0 = linear_rows_grid<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n0, n_end);
+      n0 = linear_rows_grid<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n0, n_end, factors);
     });
 #endif
   while (n_end - n0 >= 8) {
@@ -504,7 +555,7 @@ inline void decode_segment(GgmlType t, const uint8_t* src, int n, float* out) {
   dequantize_ggml_linear_blocks(t, src, t == GgmlType::kF16 ? n : n / ggml_block_elems(t), out);
 }
 inline void linear_rows(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
-                        OutRound round, int n_begin, int n_end, bool = true) {
+                        OutRound round, int n_begin, int n_end, bool = true, bool = false) {
   linear_rows_scalar(x, T, x_stride, w, y, y_stride, round, n_begin, n_end);
 }
 #endif
@@ -513,12 +564,17 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
 /// row-major otherwise; the scalar definition without AVX2).
 struct Kernel {
   static constexpr const char* kName = "GGUF blocks";
-  struct Prepared {};
+  struct Prepared {
+    bool factors = false;  // codes_as_factors: once a call (its row chunks each took a scan of x: 3% of TQ1_0's time)
+  };
   static bool usable(const host_gemv::LinearCall& c) { return host_ggml::usable(c.w); }
-  static bool prepare(const host_gemv::LinearCall&, Prepared&) { return true; }
-  static void run(const host_gemv::LinearCall& c, const Prepared&, int n_begin, int n_end, int) {
+  static bool prepare(const host_gemv::LinearCall& c, Prepared& p) {
+    p.factors = codes_as_factors(c.x, c.T, c.w);
+    return true;
+  }
+  static void run(const host_gemv::LinearCall& c, const Prepared& p, int n_begin, int n_end, int) {
     host_ggml::linear_rows(c.x, c.T, c.x_stride, c.w, c.y, c.y_stride, c.round, n_begin, n_end,
-                           c.isa != host_gemv::VectorIsa::kAvx2);
+                           c.isa != host_gemv::VectorIsa::kAvx2, p.factors);
   }
 };
 

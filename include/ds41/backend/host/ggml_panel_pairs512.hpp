@@ -106,17 +106,27 @@ DS41_ALWAYS_INLINE Sink decode_pairs(const uint8_t* const* pb, int n, Sink sink)
   return sink;
 }
 
-/// The decode GEMV's sink: x[e] times column e of each panel pair added into its own chain (the
-/// f32 Linear's multiply and add, each rounded on its own).
-struct ChainSink {
-  const float* x;
-  __m512 a[2];
-  DS41_ALWAYS_INLINE void operator()(int e, const __m512* v) {
-    const __m512 xv = _mm512_set1_ps(x[e]);
-    a[0] = _mm512_add_ps(a[0], _mm512_mul_ps(xv, v[0]));
-    a[1] = _mm512_add_ps(a[1], _mm512_mul_ps(xv, v[1]));
-  }
-};
+/// TQ2_0's decode GEMV over one block of the four panels (n = 256) with its codes as factors,
+/// where every x·d is zero, normal or not finite with x (gemv_ggml.hpp's products_normal): a
+/// weight is f·d with f = code − 1 in {−1, 0, 1, 2}, and f·(x·d) is then x·(f·d) exactly (by 2
+/// too: neither product leaves the normal range), so a + f·(x·d) in one FMA is the Linear's
+/// a + x·w. A column of 16 rows: the masked broadcast, the shift, the permute giving f as a float,
+/// x·d and the FMA, against the same four and the scale's product, the Linear's product and add.
+DS41_ALWAYS_INLINE void tq2_factor_chains(const uint8_t* const* pb, int n, const float* x, __m512 a[2]) {
+  constexpr GgmlType t = GgmlType::kTQ2_0;
+  constexpr int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0);
+  const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);
+  __m512 d[2];
+  DS41_UNROLL for (int h = 0; h < 2; ++h)
+    d[h] = join(header_f16(pb[2 * h], hb, header_at(t, 64)), header_f16(pb[2 * h + 1], hb, header_at(t, 64)));
+  for (int e0 = 0; e0 < n; e0 += 4)
+    unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
+      const __m512 xv = _mm512_set1_ps(x[e0 + J]);
+      DS41_UNROLL for (int h = 0; h < 2; ++h)
+        a[h] = _mm512_fmadd_ps(table4(minus_one, pair_shifted2<J>(pb[2 * h] + q, pb[2 * h + 1] + q, e0)),
+                               _mm512_mul_ps(xv, d[h]), a[h]);
+    });
+}
 
 }  // namespace ds41::host_ggml::pairs512
 #include "../../core/fp_exact_end.hpp"
