@@ -9,17 +9,17 @@
 // four independent chains for the decode GEMV).
 //
 // Two layouts. The host's upload repacks the types with per-element code fields (Q1_0..Q8_0, the
-// K-quants, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, F16) into 8-row panels of the same bytes (core/ggml_panels.hpp),
-// where a column of 8 rows decodes straight into a vector (a broadcast, a variable shift and a
-// mask, or a permute of the type's value table: ggml_panel_decoders.hpp; each type's decoder its
-// own instantiation, visit_panel_type): the decode GEMV decodes the tile's four panels side by
-// side into its four chains (Q2_K and TQ2_0 with AVX-512: two panels to a 16-lane vector,
-// ggml_panel_pairs512.hpp); T > 1 decodes each 256-column segment once into a column buffer and
-// applies it to up to kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any view left row-major are
-// decoded row by row (ggml_row_decoders.hpp's vector decoders for the IQ grid types, else
-// core/ggml_quants.hpp's scalar ones) and transposed to columns, 8 rows at a time; rows past the
-// last whole 8-row vector go through MatrixView::dot. With AVX-512 VBMI the IQ grid types and
-// TQ1_0 instead decode whole 32-row tiles 16 rows to a vector (ggml_grid_rows512.hpp,
+// K-quants, IQ4_NL, IQ4_XS, TQ2_0, NVFP4, F16) into 8-row panels of the same bytes
+// (core/ggml_panels.hpp), where a column of 8 rows decodes straight into a vector (a broadcast, a
+// variable shift and a mask, or a permute of the type's value table: ggml_panel_decoders.hpp; each
+// type's decoder its own instantiation, visit_panel_type): the decode GEMV decodes the tile's four
+// panels side by side into its four chains (Q2_K and TQ2_0 with AVX-512: two panels to a 16-lane
+// vector, ggml_panel_pairs512.hpp); T > 1 decodes each 256-column segment once into a column buffer
+// and applies it to up to kRowChunk input rows. The other types (the IQ grid types, TQ1_0) and any
+// view left row-major are decoded row by row (ggml_row_decoders.hpp's vector decoders for the IQ
+// grid types, else core/ggml_quants.hpp's scalar ones) and transposed to columns, 8 rows at a time;
+// rows past the last whole 8-row vector go through MatrixView::dot. With AVX-512 VBMI the IQ grid
+// types and TQ1_0 instead decode whole 32-row tiles 16 rows to a vector (ggml_grid_rows512.hpp,
 // linear_rows_grid), 2.4-3.1x faster at T = 1 (docs/PERFORMANCE.md, session 35).
 //
 // Compiled for AVX2 (panels: AVX2 and F16C) when the translation unit has it; otherwise (and in

@@ -58,6 +58,19 @@ DS41_ALWAYS_INLINE __m512 table4(__m256 table_twice, __m512i shifted) {
   return _mm512_permutexvar_ps(shifted, join(table_twice, table_twice));
 }
 
+/// TQ2_0's d of each lane's row (panels 2h and 2h + 1 of pb).
+DS41_ALWAYS_INLINE __m512 tq2_d(const uint8_t* const* pb, int h) {
+  constexpr GgmlType t = GgmlType::kTQ2_0;
+  constexpr int hb = ggml_panel_header_bytes(t);
+  return join(header_f16(pb[2 * h], hb, header_at(t, 64)), header_f16(pb[2 * h + 1], hb, header_at(t, 64)));
+}
+/// TQ2_0's code − 1 (−1, 0, 1 or 2) of each lane's row at column e0 + J, as a float.
+template <int J>
+DS41_ALWAYS_INLINE __m512 tq2_factors(const uint8_t* const* pb, int h, int e0) {
+  constexpr int q = ggml_panel_field_offset(GgmlType::kTQ2_0, 0);
+  return table4(_mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2), pair_shifted2<J>(pb[2 * h] + q, pb[2 * h + 1] + q, e0));
+}
+
 /// Columns [0, n) (one block: n = 256) of the four panels pb[0..3]: sink(e, v), v[h] column e of
 /// panels 2h (lanes 0-7) and 2h + 1 (lanes 8-15), each lane's value as decode_panels gives it.
 template <GgmlType t, class Sink>
@@ -92,14 +105,10 @@ DS41_ALWAYS_INLINE Sink decode_pairs(const uint8_t* const* pb, int n, Sink sink)
       }
     }
   } else {  // TQ2_0: (code − 1)·d
-    const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);
-    __m512 d[2];
-    DS41_UNROLL for (int h = 0; h < 2; ++h)
-      d[h] = join(header_f16(pb[2 * h], hb, header_at(t, 64)), header_f16(pb[2 * h + 1], hb, header_at(t, 64)));
+    const __m512 d[2] = {tq2_d(pb, 0), tq2_d(pb, 1)};
     for (int e0 = 0; e0 < n; e0 += 4)
       unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
-        DS41_UNROLL for (int h = 0; h < 2; ++h)
-          v[h] = _mm512_mul_ps(table4(minus_one, pair_shifted2<J>(pb[2 * h] + q, pb[2 * h + 1] + q, e0)), d[h]);
+        DS41_UNROLL for (int h = 0; h < 2; ++h) v[h] = _mm512_mul_ps(tq2_factors<J>(pb, h, e0), d[h]);
         sink(e0 + J, v);
       });
   }
@@ -113,18 +122,11 @@ DS41_ALWAYS_INLINE Sink decode_pairs(const uint8_t* const* pb, int n, Sink sink)
 /// a + x·w. A column of 16 rows: the masked broadcast, the shift, the permute giving f as a float,
 /// x·d and the FMA, against the same four and the scale's product, the Linear's product and add.
 DS41_ALWAYS_INLINE void tq2_factor_chains(const uint8_t* const* pb, int n, const float* x, __m512 a[2]) {
-  constexpr GgmlType t = GgmlType::kTQ2_0;
-  constexpr int hb = ggml_panel_header_bytes(t), q = ggml_panel_field_offset(t, 0);
-  const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);
-  __m512 d[2];
-  DS41_UNROLL for (int h = 0; h < 2; ++h)
-    d[h] = join(header_f16(pb[2 * h], hb, header_at(t, 64)), header_f16(pb[2 * h + 1], hb, header_at(t, 64)));
+  const __m512 d[2] = {tq2_d(pb, 0), tq2_d(pb, 1)};
   for (int e0 = 0; e0 < n; e0 += 4)
     unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
       const __m512 xv = _mm512_set1_ps(x[e0 + J]);
-      DS41_UNROLL for (int h = 0; h < 2; ++h)
-        a[h] = _mm512_fmadd_ps(table4(minus_one, pair_shifted2<J>(pb[2 * h] + q, pb[2 * h + 1] + q, e0)),
-                               _mm512_mul_ps(xv, d[h]), a[h]);
+      DS41_UNROLL for (int h = 0; h < 2; ++h) a[h] = _mm512_fmadd_ps(tq2_factors<J>(pb, h, e0), _mm512_mul_ps(xv, d[h]), a[h]);
     });
 }
 
