@@ -30,7 +30,6 @@
 #include "../../core/macros.hpp"  // DS41_HOST_AVX2
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -112,31 +111,20 @@ inline MatrixView pack(const MatrixView& src, uint8_t* out) {
 }
 
 #if defined(DS41_HOST_AVX512)
-/// Whether x·d is zero, a normal float or not finite for every input x[0..K) and every f16 scale d
-/// (0, or 2^-24 <= |d| <= 65504): every finite x is 0 or 2^-102 <= |x| <= 2^96. Where so, the
-/// ternary types' decode GEMVs take their codes as factors (f·(x·d) is x·(f·d) exactly for f = −1,
-/// 0, 1 and 2: no product leaves the normal range, and x·d is finite); elsewhere they take the
-/// values, with the same bits.
+/// Whether x·d is zero or a normal float for every input x[0..K) and every f16 scale d (0, or
+/// 2^-24 <= |d| <= 65504): every x is 0 or 2^-102 <= |x| <= 2^96 (bf16_range512.hpp's magnitude
+/// scan; an inf or NaN input fails too). Where so, the ternary types' decode GEMVs take their
+/// codes as factors (f·(x·d) is x·(f·d) exactly for f = −1, 0, 1 and 2: no product leaves the
+/// normal range); elsewhere they take the values, with the same bits.
 inline bool products_normal(const float* x, long K) {
-  const __m512 lo = _mm512_set1_ps(0x1p-102f), hi = _mm512_set1_ps(0x1p96f), zero = _mm512_setzero_ps();
-  __mmask16 bad = 0;
-  long k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + k));
-    // NaN compares false both ways; inf is above hi but not finite: only finite values out of range count
-    bad |= _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a, zero, _CMP_NEQ_OQ), a, lo, _CMP_LT_OQ) |
-           _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a, _mm512_set1_ps(INFINITY), _CMP_LT_OQ), a, hi, _CMP_GT_OQ);
-  }
-  for (; k < K; ++k) {
-    const float a = x[k] < 0 ? -x[k] : x[k];
-    if ((a != 0.0f && a < 0x1p-102f) || (a > 0x1p96f && a < INFINITY)) return false;
-  }
-  return bad == 0;
+  host_exact::Bf16Range r;  // only its magnitudes are asked (not whether the values are bf16)
+  host_exact::add_values(r, x, K);
+  return r.hi_bits == 0 || (r.lo() >= 0x1p-102f && r.hi() <= 0x1p96f);  // NaN's bits: above inf's
 }
 #endif
 /// Whether the decode GEMV of TQ1_0 and TQ2_0 may take their codes as factors (ggml_grid_rows512.hpp's
 /// tq1_chains, ggml_panel_pairs512.hpp's tq2_factor_chains; AVX-512 builds): one input row whose
-/// products with every f16 scale stay zero, normal or not finite with x (products_normal).
+/// products with every f16 scale are zero or normal (products_normal).
 inline bool codes_as_factors(const float* x, long T, const MatrixView& w) {
 #if defined(DS41_HOST_AVX512)
   return T == 1 && w.format == WeightFormat::kGgmlBlocks &&
@@ -385,7 +373,7 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
           if constexpr (pairs512::served(t))
             if (wide) {  // the 2-bit types: two panels to a 16-lane vector (ggml_panel_pairs512.hpp)
               ChainSink512 pairs{x + t0 * x_stride + k0, {_mm512_load_ps(acc[0][0]), _mm512_load_ps(acc[0][2])}};
-              if (t == GgmlType::kTQ2_0 && factors && T == 1)  // its codes as factors
+              if (t == GgmlType::kTQ2_0 && factors)  // its codes as factors (T = 1: codes_as_factors)
                 pairs512::tq2_factor_chains(pb, n, pairs.x, pairs.a);
               else
                 pairs = pairs512::decode_pairs<t>(pb, n, pairs);
@@ -466,7 +454,7 @@ int linear_rows_grid(const float* x, long T, long x_stride, const MatrixView& w,
         ChainSink512 chains{xt, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
         for (long b = 0; b < blocks; ++b, chains.x += kSegment) {
           if constexpr (prefetches_next_block(t)) prefetch_tile_blocks(reinterpret_cast<uintptr_t>(tile) + (b + 1) * bb, rb, bb);
-          if (t == GgmlType::kTQ1_0 && factors && T == 1)  // its codes as factors
+          if (t == GgmlType::kTQ1_0 && factors)  // its codes as factors (T = 1: codes_as_factors)
             grid512::tq1_chains(tile + b * bb, rows, chains.x, chains.a);
           else
             grid512::decode_block<t>(tile + b * bb, rows, chains);

@@ -430,14 +430,13 @@ DS41_ALWAYS_INLINE void decode_block(const uint8_t* b, const __m512i rows[2], Si
 
 /// TQ1_0's decode GEMV (T = 1) over one block of the tile's 32 rows: a[h] += x[e] · w for each
 /// column e, the f32 Linear's bits, one operation a column fewer than decode_block's values, where
-/// every x·d is finite or x is not (gemv_ggml.hpp's products_normal; else decode_block serves).
-/// A weight is c·d with c = −1, 0 or 1, so x·(c·d) = c·(x·d) exactly (rounding to nearest is
-/// symmetric; c = 0 gives a zero, or NaN where x is not finite, as x·0 does), and a + c·(x·d) in
-/// one FMA is a + x·w rounded once. (Where a finite x·d overflowed, 0·(x·d) would be NaN where
-/// x·0 is 0.) c comes as a float by one permute of a
-/// 16-entry table, which reads the low 4 bits of each lane's code byte (0, 1, or 0xF for −1):
-/// a shift (three columns of four), a permute, the product x·d and the FMA, against a permute,
-/// a conversion, the scale's product and the Linear's product and add.
+/// every x·d is zero or normal (gemv_ggml.hpp's products_normal; else decode_block serves: where
+/// a finite x·d overflowed, 0·(x·d) would be NaN where x·0 is 0). A weight is c·d with c = −1, 0
+/// or 1, so x·(c·d) = c·(x·d) exactly (rounding to nearest is symmetric), and a + c·(x·d) in one
+/// FMA is a + x·w rounded once. c comes as a float by one permute of a 16-entry table, which
+/// reads the low 4 bits of each lane's code byte (0, 1, or 0xF for −1): a shift (three columns of
+/// four), a permute, the product x·d and the FMA, against a permute, a
+/// conversion, the scale's product and the Linear's product and add.
 DS41_ALWAYS_INLINE void tq1_chains(const uint8_t* b, const __m512i rows[2], const float* x, __m512 a[2]) {
   using Rows = GridRows<GgmlType::kTQ1_0>;
   const SignTable signs;

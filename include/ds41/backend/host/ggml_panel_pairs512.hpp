@@ -116,7 +116,7 @@ DS41_ALWAYS_INLINE Sink decode_pairs(const uint8_t* const* pb, int n, Sink sink)
 }
 
 /// TQ2_0's decode GEMV over one block of the four panels (n = 256) with its codes as factors,
-/// where every x·d is zero, normal or not finite with x (gemv_ggml.hpp's products_normal): a
+/// where every x·d is zero or normal (gemv_ggml.hpp's products_normal): a
 /// weight is f·d with f = code − 1 in {−1, 0, 1, 2}, and f·(x·d) is then x·(f·d) exactly (by 2
 /// too: neither product leaves the normal range), so a + f·(x·d) in one FMA is the Linear's
 /// a + x·w. A column of 16 rows: the masked broadcast, the shift, the permute giving f as a float,
