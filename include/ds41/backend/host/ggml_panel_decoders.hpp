@@ -22,6 +22,16 @@
 #define DS41_HOST_GGML_PANELS 1
 #include <immintrin.h>
 
+/// Builds tuned for Zen 1-3 (-mtune, which -march=native sets; clang: -march): their lane-crossing
+/// permute (vpermps) takes ~1.3 cycles of throughput on the two shuffle pipes, which also run the
+/// code shifts and broadcasts, where Intel's takes one port-5 slot that nothing else in these loops
+/// wants (docs/PERFORMANCE.md, session 39). Where it is slow, the decoders that would permute an
+/// 8-entry value table convert the code instead (one and, one conversion, one FMA).
+#if defined(__tune_znver1__) || defined(__tune_znver2__) || defined(__tune_znver3__) || \
+    (!defined(__tune_znver4__) && (defined(__znver1__) || defined(__znver2__) || defined(__znver3__)))
+#define DS41_HOST_SLOW_LANE_PERMUTE 1
+#endif
+
 #include "../../core/fp_exact_begin.hpp"
 namespace ds41::host_ggml {
 // ---------------------------------------------------------------- panel column decoders
@@ -57,11 +67,14 @@ DS41_ALWAYS_INLINE __m256i nibble_index(const uint8_t* field, int e) {
 #endif
 }
 /// The float value of each lane's 2-bit code at column e0 + J: table[code] for a 4-entry table, by
-/// one permute of the table written twice (the permute reads the low 3 bits, the shifted word's
-/// third is the next row's: no mask, and no integer conversion on the FP ports).
+/// one in-lane permute of the table written twice (vpermilps reads the index's low 2 bits alone:
+/// the shifted word's higher bits, the next rows' codes, need no mask, and no integer conversion
+/// runs on the FP ports). In-lane rather than vpermps: on Zen 3 a vpermps takes ~1.3 cycles of
+/// throughput and vpermilps 0.5 (docs/PERFORMANCE.md, session 39); on Intel both take one port-5
+/// slot, vpermilps with the shorter latency.
 template <int J>
 DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 table_twice) {
-  return _mm256_permutevar8x32_ps(table_twice, field_shifted<2, J>(field, e0));
+  return _mm256_permutevar_ps(table_twice, field_shifted<2, J>(field, e0));
 }
 /// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
 /// col, as a float: the rows whose bits lie in the column's first 32-bit word from it, the others
@@ -360,15 +373,19 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       return sink;
     } else if constexpr (t == GgmlType::kQ3_K) {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 108);
-      // the joined 3-bit code (low bits | high bit << 2, ggml_panels.hpp) is the value + 4: a permute
-      // of the table −4..3 by it (which reads its 3 low bits) is the value as a float. Column e's
-      // 24 bits are read as the 32-bit word that ends with them (its first byte the column before's,
-      // or the headers' last: never past the panel block)
+      // the joined 3-bit code c (low bits | high bit << 2, ggml_panels.hpp) is the value + 4: a permute
+      // of the table −4..3 by it (which reads its 3 low bits) is the value as a float; where that
+      // permute is slow (DS41_HOST_SLOW_LANE_PERMUTE), c·vd − 4·vd in one FMA (c·vd and 4·vd are exact,
+      // 20 and 19 bits, so their difference is vd·(c − 4) exactly; a zero comes out +0, which a sum
+      // from +0 never tells from −0, as exact_mul_sub). Column e's 24 bits are read as the 32-bit word
+      // that ends with them (its first byte the column before's, or the headers' last: never past
+      // the panel block)
       const int q = ggml_panel_field_offset(t, 0);
       static_assert(ggml_panel_layout(t).joined && ggml_panel_field_offset(t, 0) >= 1);
       const __m256 values = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
       const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
-      const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
+      const __m256i m3 = _mm256_set1_epi32(3), m7 = _mm256_set1_epi32(7), m32 = _mm256_set1_epi32(32);
+      (void)m7, (void)values;
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 96 + 4 * w));
@@ -378,12 +395,18 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           const __m256i low = _mm256_and_si256(_mm256_srli_epi32(sb(s % 8), 4 * (s / 8)), m4);
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(sb(8 + s % 4), 2 * (s / 4)), m3);
           vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
+          vm[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(4.0f));  // 4·vd, exact (DS41_HOST_SLOW_LANE_PERMUTE)
         }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           DS41_UNROLL for (int g = 0; g < G; ++g) {
             const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(pb[g] + q + 3 * e - 1)));
-            v[g] = _mm256_mul_ps(vd[g], _mm256_permutevar8x32_ps(values, _mm256_srlv_epi32(word, shifts)));
+            const __m256i code = _mm256_srlv_epi32(word, shifts);  // c in the low 3 bits
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+            v[g] = exact_mul_sub(_mm256_cvtepi32_ps(_mm256_and_si256(code, m7)), vd[g], vm[g]);
+#else
+            v[g] = _mm256_mul_ps(vd[g], _mm256_permutevar8x32_ps(values, code));
+#endif
           }
           sink(e, v);
         }
