@@ -242,9 +242,38 @@ inline constexpr auto kFp4DoubledFloats = [] {
   for (int c = 0; c < 16; ++c) t[c] = static_cast<float>(mxfp4_doubled_value(static_cast<uint32_t>(c)));  // code 8: +0
   return t;
 }();
-/// IQ4's value of each lane's code (kvalues_iq4nl); the doubled e2m1 value (kvalues_mxfp4).
-inline __m256 iq4_values(__m256i code) { return table16(kIq4Floats.data(), code); }
-inline __m256 fp4_doubled_values(__m256i code) { return table16(kFp4DoubledFloats.data(), code); }
+/// One of ggml's 16-entry integer tables (IQ4's values, fp4's doubled values) as floats and as
+/// bytes biased by 128 (written twice: one copy a 128-bit lane, for an in-lane byte shuffle).
+struct Table16 {
+  std::array<float, 16> values;
+  std::array<uint8_t, 32> biased;
+};
+constexpr Table16 make_table16(const std::array<float, 16>& values) {
+  Table16 t{values, {}};
+  for (int c = 0; c < 32; ++c) t.biased[c] = static_cast<uint8_t>(static_cast<int>(values[c % 16]) + 128);
+  return t;
+}
+inline constexpr Table16 kIq4Table = make_table16(kIq4Floats), kFp4DoubledTable = make_table16(kFp4DoubledFloats);
+/// scale · table[code], each lane's code from nibble_index, scale128 = 128·scale (exact; the callers
+/// compute it where the scale changes): one rounding of the exact product, the scalar definition's
+/// (IQ4's d·value, NVFP4's doubled value times its half scale). By default table16's value times
+/// the scale. Where lane-crossing permutes are slow (DS41_HOST_SLOW_LANE_PERMUTE, without
+/// AVX-512VL, whose table16 is one permute): the biased byte u by one in-lane byte shuffle, then
+/// u·scale − 128·scale in one FMA. u·scale (8 + 16 significant bits at most: every scale here is an
+/// f16 d, d·(ls − 32) or a UE4M3 half scale) and 128·scale are exact, so their difference is
+/// scale·table[code] exactly; a zero comes out +0 (exact_mul_sub says why that is the same sum).
+inline __m256 scaled_table16(const Table16& table, __m256i code, __m256 scale, __m256 scale128) {
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE) && !defined(__AVX512VL__)
+  const __m256i index = _mm256_or_si256(code, _mm256_set1_epi32(static_cast<int>(0x80808000u)));  // bytes 1..3 give 0
+  const __m256i u = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(table.biased.data())), index);
+  return exact_mul_sub(_mm256_cvtepi32_ps(u), scale, scale128);
+#else
+  (void)scale128;
+  return _mm256_mul_ps(scale, table16(table.values.data(), code));
+#endif
+}
+/// 128·scale, exact (scaled_table16's operand).
+inline __m256 times128(__m256 scale) { return _mm256_mul_ps(scale, _mm256_set1_ps(128.0f)); }
 /// nvfp4_half_scale of each lane's scale byte x (0..255): 0x7F gives 0; exponent 0 man·2^-10;
 /// else (1 + man/8)·2^(e−8) built from its bits.
 inline __m256 nvfp4_half_scales(__m256i x) {
@@ -277,6 +306,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
     DS41_UNROLL for (int g = 0; g < G; ++g) {
       vd[g] = header_f16(pb[g] + at, hb, 0);
       if constexpr (kMin) vm[g] = header_f16(pb[g] + at, hb, 2);
+      else if constexpr (kNl) vm[g] = times128(vd[g]);
       else vm[g] = _mm256_mul_ps(vd[g], off);  // off·d, exact
 #if defined(__AVX512VL__)
       if constexpr (kInPlace) ds[g] = _mm256_mul_ps(vd[g], nibble_place_down());
@@ -288,7 +318,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
       DS41_UNROLL for (int g = 0; g < G; ++g) {
         const uint8_t* col = pb[g] + at + q;
         if constexpr (kNl) {
-          v[g] = _mm256_mul_ps(vd[g], iq4_values(nibble_index(col, l)));
+          v[g] = scaled_table16(kIq4Table, nibble_index(col, l), vd[g], vm[g]);
           continue;
         }
         __m256 c, scale = vd[g];
@@ -494,10 +524,11 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           const __m256i low = _mm256_and_si256(_mm256_srli_epi32(words[g][1], 4 * j), m4);  // byte j/2, nibble j%2
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(words[g][0], 16 + 2 * j), m3);
           vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
+          vm[g] = times128(vd[g]);
         }
         for (int l = 0; l < 32; ++l) {
           const int e = 32 * j + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(vd[g], iq4_values(nibble_index(pb[g] + q, e)));
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = scaled_table16(kIq4Table, nibble_index(pb[g] + q, e), vd[g], vm[g]);
           sink(e, v);
         }
       }
@@ -555,10 +586,10 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         __m256i scales[G];  // the four scale bytes of each lane's row: one gather
         DS41_UNROLL for (int g = 0; g < G; ++g) scales[g] = header_words(pb[g] + at, hb, 0);
         for (int sb = 0; sb < 4; ++sb) {
-          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb));
+          DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = nvfp4_half_scales(word_byte(scales[g], sb)), vm[g] = times128(vd[g]);
           for (int j = 0; j < 16; ++j) {
             const int e = 16 * sb + j;
-            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = _mm256_mul_ps(fp4_doubled_values(nibble_index(pb[g] + at + q, e)), vd[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = scaled_table16(kFp4DoubledTable, nibble_index(pb[g] + at + q, e), vd[g], vm[g]);
             sink(64 * b + e, v);
           }
         }
