@@ -42,6 +42,7 @@
 #include "ggml_panel_decoders.hpp"  // DS41_HOST_GGML_PANELS
 #include "ggml_panel_pairs512.hpp"   // DS41_HOST_GGML_PAIRS512
 #include "ggml_row_decoders.hpp"
+#include "ggml_slot_rows.hpp"  // DS41_HOST_GGML_SLOT_ROWS
 #include "linear_call.hpp"
 #include "prefetch_l2.hpp"
 #include "unrolled.hpp"
@@ -402,6 +403,56 @@ void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView&
   }
 }
 
+#if defined(DS41_HOST_GGML_SLOT_ROWS)
+/// Rows [n_begin, n) of y for row-major weights of the slot type t (ggml_slot_rows.hpp), n the last
+/// whole 32-row tile (returned): each tile's blocks decoded 8 rows at a time into slot order and
+/// transposed as bytes, its columns into the decode GEMV's four chains (T = 1), else into the
+/// column buffer that apply_columns applies.
+template <GgmlType t>
+int linear_rows_slots(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+                      OutRound round, int n_begin, int n_end, bool wide) {
+  static_assert(ggml_block_elems(t) == kSegment, "a block is a segment");
+  constexpr long bb = ggml_block_bytes(t);
+  constexpr int kRows = 8 * kGroups;
+  const long rb = w.row_bytes(), blocks = w.cols / kSegment;
+  alignas(64) float cols[kSegment][kGroups][8];
+  alignas(64) float acc[kRowChunk][kGroups][8];
+  slot_rows::GroupBlock gb[kGroups];
+  int n0 = n_begin;
+  for (; n_end - n0 >= kRows; n0 += kRows) {
+    const uint8_t* tile = static_cast<const uint8_t*>(w.data) + n0 * rb;
+    const auto decode = [&](long b) {
+      DS41_UNROLL for (int g = 0; g < kGroups; ++g) slot_rows::decode_group<t>(tile + 8 * g * rb + b * bb, rb, gb[g]);
+    };
+    for (long t0 = 0; t0 < T; t0 += kRowChunk) {
+      const int tc = static_cast<int>(std::min<long>(kRowChunk, T - t0));
+      const float* xt = x + t0 * x_stride;
+      if (tc == 1) {  // the decode GEMV
+        ChainSink chains{xt, {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}};
+        for (long b = 0; b < blocks; ++b, chains.x += kSegment) {
+          decode(b);
+          chains = slot_rows::group_columns<kGroups>(gb, chains);
+        }
+        DS41_UNROLL for (int g = 0; g < kGroups; ++g) _mm256_store_ps(acc[0][g], chains.a[g]);
+      } else {
+        std::memset(acc, 0, sizeof(acc));
+        const auto store = [&cols](int e, const __m256* v) DS41_LAMBDA_INLINE {
+          DS41_UNROLL for (int g = 0; g < kGroups; ++g) _mm256_store_ps(cols[e][g], v[g]);
+        };
+        for (long b = 0; b < blocks; ++b) {
+          decode(b);
+          slot_rows::group_columns<kGroups>(gb, store);
+          apply_columns(xt + b * kSegment, x_stride, tc, kGroups, kSegment, cols, acc, wide);
+        }
+      }
+      for (int i = 0; i < tc; ++i)
+        for (int r = 0; r < kRows; ++r) y[(t0 + i) * y_stride + n0 + r] = apply_round(acc[i][r / 8][r % 8], round);
+    }
+  }
+  return n0;
+}
+#endif
+
 #endif  // DS41_HOST_GGML_PANELS
 
 #if defined(DS41_HOST_GGML_GRID512)
@@ -499,12 +550,22 @@ inline void linear_rows(const float* x, long T, long x_stride, const MatrixView&
   alignas(64) float cols[kSegment][kGroups][8];
   alignas(64) float acc[kRowChunk][kGroups][8];
   int n0 = n_begin;
+  bool gridded = false;  // whether a grid kernel took the whole tiles
 #if defined(DS41_HOST_GGML_GRID512)
-  if (wide && grid512::served(w.ggml_type))
+  if (wide && grid512::served(w.ggml_type)) {
     grid512::visit_served_type(w.ggml_type, [&](auto type) {
       n0 = linear_rows_grid<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n0, n_end, factors);
     });
+    gridded = true;
+  }
 #endif
+#if defined(DS41_HOST_GGML_SLOT_ROWS) && defined(DS41_HOST_GGML_PANELS)
+  if (!gridded && grid_slot_type(w.ggml_type))
+    visit_slot_type(w.ggml_type, [&](auto type) {
+      n0 = linear_rows_slots<decltype(type)::value>(x, T, x_stride, w, y, y_stride, round, n0, n_end, wide);
+    });
+#endif
+  (void)gridded;
   while (n_end - n0 >= 8) {
     const int G = std::min(kGroups, (n_end - n0) / 8);
     for (long t0 = 0; t0 < T; t0 += kRowChunk) {

@@ -39,73 +39,111 @@ inline void put8_iq1(float* out, __m256 dl, uint64_t point, float delta) {
   const __m256i v = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(point)));
   _mm256_storeu_ps(out, _mm256_mul_ps(dl, _mm256_add_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(delta))));
 }
-/// The two IQ2 half-group scales of a scales byte: (d·(0.5 + s))·0.25 for its low and high nibble.
-inline void iq2_scales(float d, uint8_t sc, __m256 db[2]) {
-  db[0] = _mm256_set1_ps(d * (0.5f + ggml_detail::to_float(sc & 0xF)) * 0.25f);
-  db[1] = _mm256_set1_ps(d * (0.5f + ggml_detail::to_float(sc >> 4)) * 0.25f);
-}
 }  // namespace row_detail
 
-inline void decode_iq2_xxs(const uint8_t* blk, float* out) {
+// The grid types whose values are db·(a grid byte)·(±1), 8 columns (a "slot") to a grid point:
+// each block's 32 slots as put(slot, db, mags, signs), db the slot's scale (the scalar code's f32
+// expression), mags the 8 magnitudes (byte j: column j), signs what the policy S makes of the
+// slot's sign byte (bit j set where column j is negative), which the block holds as ggml's 7-bit
+// index into ksigns (S::from_index) or as the byte (S::from_byte). The row decoders below take the
+// byte (SignByte) and write floats (put8); ggml_slot_rows.hpp takes byte masks and transposes 8
+// rows' slots as bytes (the AVX2 decode of these types without AVX-512).
+struct SignByte {
+  static DS41_ALWAYS_INLINE uint32_t from_index(uint32_t i) { return iq2xs_signs(static_cast<int>(i)); }
+  static DS41_ALWAYS_INLINE uint32_t from_byte(uint8_t b) { return b; }
+};
+template <class S, class Put>
+DS41_ALWAYS_INLINE void iq2_xxs_slots(const uint8_t* blk, Put&& put) {
   using namespace row_detail;
   const float d = load_f16(blk);
-  for (int g = 0; g < 8; ++g) {
+  DS41_UNROLL for (int g = 0; g < 8; ++g) {  // unrolled: every slot index a constant
     const uint8_t* group = blk + 2 + 8 * g;
     const uint32_t aux = load_u32(group + 4);
-    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f);
-    DS41_UNROLL for (int l = 0; l < 4; ++l) put8(out + 32 * g + 8 * l, db, iq2xxs_grid(group[l]), iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
+    const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+    DS41_UNROLL for (int l = 0; l < 4; ++l) put(4 * g + l, db, iq2xxs_grid(group[l]), S::from_index((aux >> (7 * l)) & 127u));
   }
 }
-inline void decode_iq2_xs(const uint8_t* blk, float* out) {
+/// The two IQ2 half-group scales of a scales byte: (d·(0.5 + s))·0.25 for its low and high nibble.
+DS41_ALWAYS_INLINE void iq2_half_scales(float d, uint8_t sc, float db[2]) {
+  db[0] = d * (0.5f + ggml_detail::to_float(sc & 0xF)) * 0.25f;
+  db[1] = d * (0.5f + ggml_detail::to_float(sc >> 4)) * 0.25f;
+}
+template <class S, class Put>
+DS41_ALWAYS_INLINE void iq2_xs_slots(const uint8_t* blk, Put&& put) {
   using namespace row_detail;
   const float d = load_f16(blk);
-  for (int g = 0; g < 8; ++g) {
-    __m256 db[2];
-    iq2_scales(d, blk[66 + g], db);
+  DS41_UNROLL for (int g = 0; g < 8; ++g) {  // unrolled: every slot index a constant
+    float db[2];
+    iq2_half_scales(d, blk[66 + g], db);
     DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint32_t q = load_u16(blk + 2 + 2 * (4 * g + l));
-      put8(out + 32 * g + 8 * l, db[l / 2], iq2xs_grid(static_cast<int>(q & 511u)), iq2xs_signs(static_cast<int>(q >> 9)));
+      put(4 * g + l, db[l / 2], iq2xs_grid(static_cast<int>(q & 511u)), S::from_index(q >> 9));
     }
   }
 }
-inline void decode_iq2_s(const uint8_t* blk, float* out) {
+template <class S, class Put>
+DS41_ALWAYS_INLINE void iq2_s_slots(const uint8_t* blk, Put&& put) {
   using namespace row_detail;
   const float d = load_f16(blk);
-  for (int g = 0; g < 8; ++g) {
-    __m256 db[2];
-    iq2_scales(d, blk[74 + g], db);
+  DS41_UNROLL for (int g = 0; g < 8; ++g) {  // unrolled: every slot index a constant
+    float db[2];
+    iq2_half_scales(d, blk[74 + g], db);
     DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const int index = blk[2 + 4 * g + l] | ((blk[66 + g] << (8 - 2 * l)) & 0x300);
-      put8(out + 32 * g + 8 * l, db[l / 2], iq2s_grid(index), blk[34 + 4 * g + l]);
+      put(4 * g + l, db[l / 2], iq2s_grid(index), S::from_byte(blk[34 + 4 * g + l]));
     }
   }
 }
-inline void decode_iq3_xxs(const uint8_t* blk, float* out) {
+template <class S, class Put>
+DS41_ALWAYS_INLINE void iq3_xxs_slots(const uint8_t* blk, Put&& put) {
   using namespace row_detail;
   const float d = load_f16(blk);
-  for (int g = 0; g < 8; ++g) {
+  DS41_UNROLL for (int g = 0; g < 8; ++g) {  // unrolled: every slot index a constant
     const uint8_t* qs = blk + 2 + 8 * g;
     const uint32_t aux = load_u32(blk + 66 + 4 * g);
-    const __m256 db = _mm256_set1_ps(d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f);
+    const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
     DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint64_t mags = iq3xxs_grid(qs[2 * l]) | static_cast<uint64_t>(iq3xxs_grid(qs[2 * l + 1])) << 32;
-      put8(out + 32 * g + 8 * l, db, mags, iq2xs_signs(static_cast<int>((aux >> (7 * l)) & 127u)));
+      put(4 * g + l, db, mags, S::from_index((aux >> (7 * l)) & 127u));
     }
   }
 }
-inline void decode_iq3_s(const uint8_t* blk, float* out) {
+template <class S, class Put>
+DS41_ALWAYS_INLINE void iq3_s_slots(const uint8_t* blk, Put&& put) {
   using namespace row_detail;
   const float d = load_f16(blk);
-  for (int g = 0; g < 8; ++g) {
-    const __m256 db = _mm256_set1_ps(d * ggml_detail::to_float(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0xF)));
+  DS41_UNROLL for (int g = 0; g < 8; ++g) {  // unrolled: every slot index a constant
+    const float db = d * ggml_detail::to_float(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0xF));
     const uint8_t qh = blk[66 + g];
     DS41_UNROLL for (int l = 0; l < 4; ++l) {
       const uint8_t* qs = blk + 2 + 8 * g + 2 * l;
       const uint64_t mags = iq3s_grid(qs[0] | ((qh << (8 - 2 * l)) & 256)) |
                             static_cast<uint64_t>(iq3s_grid(qs[1] | ((qh << (7 - 2 * l)) & 256))) << 32;
-      put8(out + 32 * g + 8 * l, db, mags, blk[74 + 4 * g + l]);
+      put(4 * g + l, db, mags, S::from_byte(blk[74 + 4 * g + l]));
     }
   }
+}
+/// Whether a type's blocks are slots (the five above).
+constexpr bool grid_slot_type(GgmlType t) {
+  return t == GgmlType::kIQ2_XXS || t == GgmlType::kIQ2_XS || t == GgmlType::kIQ2_S || t == GgmlType::kIQ3_XXS ||
+         t == GgmlType::kIQ3_S;
+}
+/// The block's slots of a grid_slot_type (one branch a type, resolved at compile time).
+template <GgmlType t, class S, class Put>
+DS41_ALWAYS_INLINE void grid_slots(const uint8_t* blk, Put&& put) {
+  if constexpr (t == GgmlType::kIQ2_XXS) iq2_xxs_slots<S>(blk, put);
+  else if constexpr (t == GgmlType::kIQ2_XS) iq2_xs_slots<S>(blk, put);
+  else if constexpr (t == GgmlType::kIQ2_S) iq2_s_slots<S>(blk, put);
+  else if constexpr (t == GgmlType::kIQ3_XXS) iq3_xxs_slots<S>(blk, put);
+  else if constexpr (t == GgmlType::kIQ3_S) iq3_s_slots<S>(blk, put);
+  else static_assert(t != t, "grid_slots: not a slot type");
+}
+/// A row's block of a slot type as floats.
+template <GgmlType t>
+void decode_grid_slots(const uint8_t* blk, float* out) {
+  grid_slots<t, SignByte>(blk, [out](int slot, float db, uint64_t mags, uint32_t signs) DS41_LAMBDA_INLINE {
+    row_detail::put8(out + 8 * slot, _mm256_set1_ps(db), mags, signs);
+  });
 }
 inline void decode_iq1_s(const uint8_t* blk, float* out) {
   using namespace row_detail;
@@ -163,11 +201,11 @@ inline void decode_tq1_0(const uint8_t* blk, float* out) {
 using RowDecoder = void (*)(const uint8_t* block, float* out);
 inline RowDecoder row_decoder(GgmlType t) {
   switch (t) {
-    case GgmlType::kIQ2_XXS: return decode_iq2_xxs;
-    case GgmlType::kIQ2_XS: return decode_iq2_xs;
-    case GgmlType::kIQ2_S: return decode_iq2_s;
-    case GgmlType::kIQ3_XXS: return decode_iq3_xxs;
-    case GgmlType::kIQ3_S: return decode_iq3_s;
+    case GgmlType::kIQ2_XXS: return decode_grid_slots<GgmlType::kIQ2_XXS>;
+    case GgmlType::kIQ2_XS: return decode_grid_slots<GgmlType::kIQ2_XS>;
+    case GgmlType::kIQ2_S: return decode_grid_slots<GgmlType::kIQ2_S>;
+    case GgmlType::kIQ3_XXS: return decode_grid_slots<GgmlType::kIQ3_XXS>;
+    case GgmlType::kIQ3_S: return decode_grid_slots<GgmlType::kIQ3_S>;
     case GgmlType::kIQ1_S: return decode_iq1_s;
     case GgmlType::kIQ1_M: return decode_iq1_m;
     case GgmlType::kTQ1_0: return decode_tq1_0;
