@@ -422,6 +422,10 @@ int linear_rows_slots(const float* x, long T, long x_stride, const MatrixView& w
   for (; n_end - n0 >= kRows; n0 += kRows) {
     const uint8_t* tile = static_cast<const uint8_t*>(w.data) + n0 * rb;
     const auto decode = [&](long b) {
+      // each row's next block asked for in L2: a tile reads its 32 rows side by side, 32 short
+      // streams the hardware prefetcher does not keep ahead of (Zen 3, IQ2_XXS 1280 x 5120 at
+      // T = 1, minima of 7, three rounds: 956-1097 -> 723-745 us; two blocks ahead 694-878)
+      for (int r = 0; r < kRows; ++r) host_prefetch::prefetch_l2(tile + r * rb + (b + 1) * bb, bb);
       DS41_UNROLL for (int g = 0; g < kGroups; ++g) slot_rows::decode_group<t>(tile + 8 * g * rb + b * bb, rb, gb[g]);
     };
     for (long t0 = 0; t0 < T; t0 += kRowChunk) {
