@@ -350,6 +350,7 @@ DS41_ALWAYS_INLINE void prefetch_segment(const MatrixView& w, long p0, long b, i
 template <GgmlType t>
 void linear_rows_panels(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                         OutRound round, int n_begin, int n_end, bool wide, bool factors) {
+  (void)factors;  // TQ2_0's decode GEMV with AVX-512 alone takes it
   const int K = w.cols;
   constexpr int be = ggml_block_elems(t);
   alignas(64) float cols[kSegment][kGroups][8];
