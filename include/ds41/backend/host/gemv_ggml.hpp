@@ -20,7 +20,9 @@
 // grid types, else core/ggml_quants.hpp's scalar ones) and transposed to columns, 8 rows at a time;
 // rows past the last whole 8-row vector go through MatrixView::dot. With AVX-512 VBMI the IQ grid
 // types and TQ1_0 instead decode whole 32-row tiles 16 rows to a vector (ggml_grid_rows512.hpp,
-// linear_rows_grid), 2.4-3.1x faster at T = 1 (docs/PERFORMANCE.md, session 35).
+// linear_rows_grid), 2.4-3.1x faster at T = 1 (docs/PERFORMANCE.md, session 35); without it the
+// 2- and 3-bit grid types take whole 32-row tiles 8 rows to a vector, transposed as bytes
+// (ggml_slot_rows.hpp, linear_rows_slots; session 39).
 //
 // Compiled for AVX2 (panels: AVX2 and F16C) when the translation unit has it; otherwise (and in
 // nvcc's device pass, which never sees this) every row goes through MatrixView::dot. With

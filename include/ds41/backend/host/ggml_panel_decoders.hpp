@@ -425,7 +425,9 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           const __m256i low = _mm256_and_si256(_mm256_srli_epi32(sb(s % 8), 4 * (s / 8)), m4);
           const __m256i high = _mm256_and_si256(_mm256_srli_epi32(sb(8 + s % 4), 2 * (s / 4)), m3);
           vd[g] = scaled_lanes(d[g], _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), m32));
-          vm[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(4.0f));  // 4·vd, exact (DS41_HOST_SLOW_LANE_PERMUTE)
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+          vm[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(4.0f));  // 4·vd, exact
+#endif
         }
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
