@@ -140,19 +140,18 @@ DS41_ALWAYS_INLINE Sink group_columns(const GroupBlock* gb, Sink sink) {
 }  // namespace ds41::host_ggml::slot_rows
 
 namespace ds41::host_ggml {
-/// f(std::integral_constant<GgmlType, t>{}) for the slot type t (grid_slot_type): the one dispatch
-/// from the runtime type to the slot kernel's template.
+/// f(std::integral_constant<GgmlType, t>{}) for the slot type t (grid_slot_type), through the
+/// project's one dispatch from the runtime type (core/ggml_quants.hpp's visit_ggml_block_format),
+/// as gemv_ggml.hpp's visit_panel_type.
 template <class F>
 void visit_slot_type(GgmlType t, F&& f) {
-  using T = GgmlType;
-  switch (t) {
-    case T::kIQ2_XXS: return f(std::integral_constant<T, T::kIQ2_XXS>{});
-    case T::kIQ2_XS: return f(std::integral_constant<T, T::kIQ2_XS>{});
-    case T::kIQ2_S: return f(std::integral_constant<T, T::kIQ2_S>{});
-    case T::kIQ3_XXS: return f(std::integral_constant<T, T::kIQ3_XXS>{});
-    case T::kIQ3_S: return f(std::integral_constant<T, T::kIQ3_S>{});
-    default: return;
-  }
+  visit_ggml_block_format(
+      t,
+      [&](auto format) {
+        constexpr GgmlType kType = decltype(format)::kType;
+        if constexpr (grid_slot_type(kType)) f(std::integral_constant<GgmlType, kType>{});
+      },
+      [] {});
 }
 }  // namespace ds41::host_ggml
 #include "../../core/fp_exact_end.hpp"
