@@ -226,7 +226,7 @@ inline void ggml_panel_pack(GgmlType t, const uint8_t* const rows_in[8], uint8_t
 
 /// Row i's block back from a panel block (the inverse of ggml_panel_pack): `block` gets
 /// ggml_block_bytes(t) bytes.
-DS41_HD void ggml_panel_unpack(GgmlType t, const uint8_t* in, int i, uint8_t* block) {
+DS41_HD_OUTLINED void ggml_panel_unpack(GgmlType t, const uint8_t* in, int i, uint8_t* block) {
   if (t == GgmlType::kF16) {
     block[0] = in[2 * i], block[1] = in[2 * i + 1];
     return;

@@ -373,7 +373,7 @@ DS41_HD constexpr bool ggml_block_dequantizable(GgmlType type) {
 }
 /// One block of `type` (ggml_type_info(type).block_bytes bytes) to its block_elems f32 values;
 /// false (and nothing written) for a type ggml_block_dequantizable refuses.
-DS41_HD bool dequantize_ggml_block(GgmlType type, const uint8_t* block, float* out) {
+DS41_HD_OUTLINED bool dequantize_ggml_block(GgmlType type, const uint8_t* block, float* out) {
   return visit_ggml_block_format(
       type,
       [&](auto format) {

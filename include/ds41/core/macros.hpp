@@ -9,6 +9,16 @@
 #define DS41_LAMBDA
 #endif
 
+// DS41_HD_OUTLINED: a DS41_HD function that the device compiler keeps out of line: the GGUF block
+// decoders' dispatch over every type, which each of the many kernels reaching MatrixView::at or
+// ::dot otherwise inlined whole (nvcc's PTX of test_golden_cuda.cu was 374k lines, a third of it
+// four copies of one attention lambda). The host inlines it as before.
+#if defined(__CUDA_ARCH__)
+#define DS41_HD_OUTLINED __host__ __device__ inline __attribute__((noinline))
+#else
+#define DS41_HD_OUTLINED DS41_HD
+#endif
+
 /// The host's AVX2 fast paths: compiled where the translation unit has AVX2 and FMA (x86-64-v3;
 /// GCC's -mavx2 or -mavx512f alone do not enable FMA), never in nvcc's device pass. Without them
 /// every kernel takes its scalar form, the same bits.

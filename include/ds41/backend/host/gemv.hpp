@@ -195,7 +195,22 @@ bool run_first(KernelList<Kernels...>, const LinearCall& c, HostThreadPool& pool
 inline const char* last_kernel() { return detail::last_kernel_name(); }
 
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
-inline void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
+///
+/// Compiling this function is most of the compile of any file that runs a HostBackend model (its
+/// kernels for every format: ~45 s of g++ -O3 and 0.6 MB of code). An engine gets it inline, as
+/// every header; ds41's own binaries define DS41_HOST_LINEAR_SEPARATE and link the one copy that
+/// instances/host_linear.cpp compiles (with DS41_HOST_LINEAR_DEFINITION), so that each test,
+/// example and benchmark does not compile it again (CMakeLists.txt, "ds41_host_linear").
+#if defined(DS41_HOST_LINEAR_SEPARATE) && !defined(DS41_HOST_LINEAR_DEFINITION)
+void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride, OutRound round,
+            HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned);
+#else
+#if defined(DS41_HOST_LINEAR_SEPARATE)
+#define DS41_HOST_LINEAR_INLINE
+#else
+#define DS41_HOST_LINEAR_INLINE inline
+#endif
+DS41_HOST_LINEAR_INLINE void linear(const float* x, long T, long x_stride, const MatrixView& w, float* y, long y_stride,
                    OutRound round, HostThreadPool& pool, VectorIsa isa = VectorIsa::kTuned) {
   if (T <= 0 || w.rows <= 0) return;
   LinearCall c;
@@ -230,6 +245,8 @@ inline void linear(const float* x, long T, long x_stride, const MatrixView& w, f
   c.y = y, c.y_stride = y_stride, c.round = round, c.isa = isa, c.pool = &pool;
   detail::run_first(HostLinearKernels{}, c, pool);
 }
+#undef DS41_HOST_LINEAR_INLINE
+#endif
 
 }  // namespace ds41::host_gemv
 #include "../../core/fp_exact_end.hpp"
