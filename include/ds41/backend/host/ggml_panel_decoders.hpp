@@ -76,6 +76,32 @@ template <int J>
 DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 table_twice) {
   return _mm256_permutevar_ps(table_twice, field_shifted<2, J>(field, e0));
 }
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+/// Each lane's W-bit code (W = 2 or 3: a column of W bytes) of column e, of a field of `cols`
+/// columns, left where it lies, as a float: lane i's code q masked in place (bits W·i.. of the
+/// column) and converted, q·2^(W·i), exact (at most 2^24 − 1). A scale times in_place_down<W>()
+/// (2^−W·i, exact: every scale here is 0 or at least 2^-24) times it is the scale times q, the
+/// same exact product. One and and one conversion instead of a variable shift and a permute (or
+/// a shift, a mask and a conversion): on Zen 3 the conversion runs beside the FMAs and
+/// multiplies, where the shift and the permute take their pipes (Q2_K's decode GEMV, 32 rows hot:
+/// 2.64 -> 2.25 cycles a column of 8 rows; docs/PERFORMANCE.md, session 41). The column's word is
+/// read from its first byte, which for the field's last column would pass the field's end: that
+/// one is read as the word ending with it, shifted down.
+template <int W>
+DS41_ALWAYS_INLINE __m256 field_in_place(const uint8_t* field, int e, int cols) {
+  static_assert(W == 2 || W == 3);
+  constexpr int m = (1 << W) - 1;
+  const __m256i mask = _mm256_setr_epi32(m, m << W, m << 2 * W, m << 3 * W, m << 4 * W, m << 5 * W, m << 6 * W, m << 7 * W);
+  const __m256i word = e + 1 < cols ? _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + W * e)))
+                                    : _mm256_srli_epi32(_mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + W * e + W - 4))), 8 * (4 - W));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(word, mask));
+}
+template <int W>
+DS41_ALWAYS_INLINE __m256 in_place_down() {
+  const auto down = [](int i) { return 1.0f / static_cast<float>(1 << W * i); };  // a power of two: exact
+  return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
+}
+#endif
 /// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
 /// col, as a float: the rows whose bits lie in the column's first 32-bit word from it, the others
 /// from the word at its byte W − 4 (bits 8(W − 4).. of the column: never past it); one shift and
@@ -386,11 +412,24 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+      // codes in place (field_in_place): d·4^−i (exact), so vd = d·scale·4^−i, the same exact
+      // product with the code q·4^i. A rolled loop: unrolled by 4 as below it ran 2.32 cycles, not 2.07
+      DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = _mm256_mul_ps(d[g], in_place_down<2>());
+#endif
       for (int s = 0; s < 16; ++s) {
         DS41_UNROLL for (int g = 0; g < G; ++g) {
           const __m256i sm = word_byte(words[g][s / 4], s % 4);
           vd[g] = scaled_lanes(d[g], _mm256_and_si256(sm, m4)), vm[g] = scaled_lanes(dmin[g], _mm256_srli_epi32(sm, 4));
         }
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+        (void)codes2;
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], field_in_place<2>(pb[g] + q, e, ggml_block_elems(t)), vm[g]);
+          sink(e, v);
+        }
+#else
         for (int l = 0; l < 16; l += 4) {
           const int e0 = 16 * s + l;
           unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
@@ -399,6 +438,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
             sink(e0 + J, v);
           });
         }
+#endif
       }
       return sink;
     } else if constexpr (t == GgmlType::kQ3_K) {  // q3_K_scale: low 4 bits from scales[s % 8] (nibble s / 8), 2 high bits from scales[8 + s % 4]
@@ -407,15 +447,15 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       // of the table −4..3 by it (which reads its 3 low bits) is the value as a float; where that
       // permute is slow (DS41_HOST_SLOW_LANE_PERMUTE), c·vd − 4·vd in one FMA (c·vd and 4·vd are exact,
       // 20 and 19 bits, so their difference is vd·(c − 4) exactly; a zero comes out +0, which a sum
-      // from +0 never tells from −0, as exact_mul_sub). Column e's 24 bits are read as the 32-bit word
-      // that ends with them (its first byte the column before's, or the headers' last: never past
-      // the panel block)
+      // from +0 never tells from −0, as exact_mul_sub), c taken in place (field_in_place). Elsewhere column
+      // e's 24 bits are read as the 32-bit word that ends with them (its first byte the column
+      // before's, or the headers' last: never past the panel block)
       const int q = ggml_panel_field_offset(t, 0);
       static_assert(ggml_panel_layout(t).joined && ggml_panel_field_offset(t, 0) >= 1);
       const __m256 values = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
       const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
-      const __m256i m3 = _mm256_set1_epi32(3), m7 = _mm256_set1_epi32(7), m32 = _mm256_set1_epi32(32);
-      (void)m7, (void)values;
+      const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
+      (void)values;
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 96 + 4 * w));
@@ -429,19 +469,26 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           vm[g] = _mm256_mul_ps(vd[g], _mm256_set1_ps(4.0f));  // 4·vd, exact
 #endif
         }
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+        // c in place (field_in_place): c·2^3i times vd·2^−3i is c·vd exactly; 4·vd as it was
+        (void)shifts;
+        DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], in_place_down<3>());
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * s + l;
+          DS41_UNROLL for (int g = 0; g < G; ++g)
+            v[g] = exact_mul_sub(field_in_place<3>(pb[g] + q, e, ggml_block_elems(t)), vd[g], vm[g]);
+          sink(e, v);
+        }
+#else
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           DS41_UNROLL for (int g = 0; g < G; ++g) {
             const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(pb[g] + q + 3 * e - 1)));
-            const __m256i code = _mm256_srlv_epi32(word, shifts);  // c in the low 3 bits
-#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
-            v[g] = exact_mul_sub(_mm256_cvtepi32_ps(_mm256_and_si256(code, m7)), vd[g], vm[g]);
-#else
-            v[g] = _mm256_mul_ps(vd[g], _mm256_permutevar8x32_ps(values, code));
-#endif
+            v[g] = _mm256_mul_ps(vd[g], _mm256_permutevar8x32_ps(values, _mm256_srlv_epi32(word, shifts)));
           }
           sink(e, v);
         }
+#endif
       }
       return sink;
     } else if constexpr (t == GgmlType::kQ4_K || t == GgmlType::kQ5_K) {  // k_scale_min over scales[12] at block byte 4
@@ -538,6 +585,15 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
     } else if constexpr (t == GgmlType::kTQ2_0) {  // (code − 1)·d
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 64);
       const int q = ggml_panel_field_offset(t, 0);
+#if defined(DS41_HOST_SLOW_LANE_PERMUTE)
+      // codes in place (field_in_place, as Q2_K): q·4^i times d·4^−i minus d in one FMA (q·d and d
+      // are exact, so the difference is (q − 1)·d exactly; a zero comes out +0, as exact_mul_sub)
+      DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(d[g], in_place_down<2>());
+      for (int e = 0; e < n; ++e) {
+        DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], field_in_place<2>(pb[g] + q, e, ggml_block_elems(t)), d[g]);
+        sink(e, v);
+      }
+#else
       const __m256 minus_one = _mm256_setr_ps(-1, 0, 1, 2, -1, 0, 1, 2);  // code − 1
       for (int e0 = 0; e0 < n; e0 += 4)
         unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
@@ -545,6 +601,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
             v[g] = _mm256_mul_ps(field_values2<J>(pb[g] + q, e0, minus_one), d[g]);
           sink(e0 + J, v);
         });
+#endif
       return sink;
     } else if constexpr (t == GgmlType::kQ1_0 || t == GgmlType::kQ2_0) {  // Q1_0: d where the bit is set, −d where not; Q2_0: (q − 1)·d
       const bool one = t == GgmlType::kQ1_0;
