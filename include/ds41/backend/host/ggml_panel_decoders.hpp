@@ -104,12 +104,12 @@ DS41_ALWAYS_INLINE __m256 in_place_down() {
 #endif
 /// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
 /// col, as a float: the rows whose bits lie in the column's first 32-bit word from it, the others
-/// from the word at its byte W − 4 (bits 8(W − 4).. of the column: never past it); one shift and
-/// one mask a lane.
-template <int W>
+/// from the word at its byte At (by default W − 4: bits 8(W − 4).. of the column, never past it);
+/// one shift and one mask a lane.
+template <int W, int At = W - 4>
 struct JoinedField {
   static_assert(W == 5 || W == 6);
-  static constexpr int kAt = W - 4, kFirstRows = W == 5 ? 6 : 5;  // rows whose W bits end by bit 32 of the first word
+  static constexpr int kAt = At, kFirstRows = W == 5 ? 6 : 5;  // rows whose W bits end by bit 32 of the first word
   /// Where lane i's code starts in its word.
   static constexpr int shift(int i) { return i < kFirstRows ? W * i : W * i - 8 * kAt; }
   /// Each lane's word: the first or the second, as its row's bits lie.
@@ -125,27 +125,53 @@ DS41_ALWAYS_INLINE __m256 joined_codes(const uint8_t* col) {
   const __m256i shifts = _mm256_setr_epi32(F::shift(0), F::shift(1), F::shift(2), F::shift(3), F::shift(4), F::shift(5), F::shift(6), F::shift(7));
   return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srlv_epi32(F::words(col), shifts), _mm256_set1_epi32((1 << W) - 1)));
 }
-#if defined(__AVX512VL__)
+#if defined(__AVX512VL__) || defined(DS41_HOST_SLOW_LANE_PERMUTE)
+#define DS41_HOST_JOINED_IN_PLACE 1
 /// joined_codes left where they lie (as nibbles_in_place): lane i's code c masked in its word and
-/// converted unsigned is c·2^s(i), exact (W significant bits, s(i) + W <= 32), and a scale times
+/// converted is c·2^s(i), exact (W significant bits, s(i) + W <= 32), and a scale times
 /// joined_place_down<W>() (2^−s(i), exact: the scales are 0 or at least 2^-24, s(i) <= 27) times
-/// it is the scale times c, the same exact product, without the shift.
+/// it is the scale times c, the same exact product, without the shift. With AVX-512VL the
+/// conversion is unsigned and the second word is joined_codes' (byte W − 4). Without it (AVX2
+/// where Zen 1-3 is the tuning: the shift takes the pipes the FMAs and multiplies want, as
+/// field_in_place) the conversion is signed, so no code may reach bit 31: the second word is read
+/// one byte further (W − 3: its rows' codes at bits 6..23), which for the field's last column
+/// (`last`) would pass the field's end; that one takes joined_codes' words, its second word's
+/// rows shifted down by 8 (one variable shift, once a field).
+#if defined(__AVX512VL__)
 template <int W>
-DS41_ALWAYS_INLINE __m256 joined_codes_in_place(const uint8_t* col) {
-  using F = JoinedField<W>;
+using InPlaceField = JoinedField<W>;
+#else
+template <int W>
+using InPlaceField = JoinedField<W, W - 3>;
+#endif
+template <int W>
+DS41_ALWAYS_INLINE __m256 joined_codes_in_place(const uint8_t* col, bool last) {
+  using F = InPlaceField<W>;
   constexpr unsigned m = (1u << W) - 1;
   const __m256i masks = _mm256_setr_epi32(static_cast<int>(m << F::shift(0)), static_cast<int>(m << F::shift(1)),
                                           static_cast<int>(m << F::shift(2)), static_cast<int>(m << F::shift(3)),
                                           static_cast<int>(m << F::shift(4)), static_cast<int>(m << F::shift(5)),
                                           static_cast<int>(m << F::shift(6)), static_cast<int>(m << F::shift(7)));
+#if defined(__AVX512VL__)
+  (void)last;
   return _mm256_cvtepu32_ps(_mm256_and_si256(F::words(col), masks));
+#else
+  using Near = JoinedField<W>;
+  const auto down8 = [](int i) { return i < Near::kFirstRows ? 0 : 8; };
+  const __m256i words = !last ? F::words(col)
+                              : _mm256_srlv_epi32(Near::words(col), _mm256_setr_epi32(down8(0), down8(1), down8(2), down8(3),
+                                                                                      down8(4), down8(5), down8(6), down8(7)));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(words, masks));
+#endif
 }
 template <int W>
 DS41_ALWAYS_INLINE __m256 joined_place_down() {
-  using F = JoinedField<W>;
+  using F = InPlaceField<W>;
   const auto down = [](int i) { return 1.0f / static_cast<float>(1u << F::shift(i)); };  // a power of two: exact
   return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
 }
+#endif
+#if defined(__AVX512VL__)
 /// Each lane's nibble of the 32-bit word at p (lane i: bits 4i..4i+3) left where it lies, converted
 /// unsigned: q·16^i, exact. A scale times nibble_place_down() (16^−i, exact: the scales are 0 or at
 /// least 2^-24) times it is the scale times q, the same exact product, without a shift.
@@ -157,20 +183,22 @@ DS41_ALWAYS_INLINE __m256 nibble_place_down() {
   return _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
 }
 #endif
-/// A joined code's operand and its scale's: with AVX-512VL the code in place (c·2^s,
-/// joined_codes_in_place) and the scale ·2^−s, else the code shifted down and the scale as it is.
-/// Their product is the scale times c either way, exactly.
+/// A joined code's operand and its scale's: where DS41_HOST_JOINED_IN_PLACE the code in place
+/// (c·2^s, joined_codes_in_place) and the scale ·2^−s, else the code shifted down and the scale as
+/// it is. Their product is the scale times c either way, exactly. `last`: col is its field's last
+/// column.
 template <int W>
-DS41_ALWAYS_INLINE __m256 joined_operand(const uint8_t* col) {
-#if defined(__AVX512VL__)
-  return joined_codes_in_place<W>(col);
+DS41_ALWAYS_INLINE __m256 joined_operand(const uint8_t* col, bool last) {
+#if defined(DS41_HOST_JOINED_IN_PLACE)
+  return joined_codes_in_place<W>(col, last);
 #else
+  (void)last;
   return joined_codes<W>(col);
 #endif
 }
 template <int W>
 DS41_ALWAYS_INLINE __m256 joined_scale(__m256 scale) {
-#if defined(__AVX512VL__)
+#if defined(DS41_HOST_JOINED_IN_PLACE)
   return _mm256_mul_ps(scale, joined_place_down<W>());
 #else
   return scale;
@@ -349,7 +377,7 @@ DS41_ALWAYS_INLINE Sink decode_panels_q32(const uint8_t* const* pb, int n, Sink 
         }
         __m256 c, scale = vd[g];
         if constexpr (kFive) {
-          c = joined_operand<5>(col + 5 * l);
+          c = joined_operand<5>(col + 5 * l, l == 31);
           scale = ds[g];
         } else if constexpr (kInPlace) {
 #if defined(__AVX512VL__)
@@ -521,7 +549,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = joined_scale<5>(vd[g]);
           for (int l = 0; l < 32; ++l) {
             const int e = 32 * j + l;
-            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<5>(pb[g] + q + 5 * e), vd[g], vm[g]);
+            DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<5>(pb[g] + q + 5 * e, e == 255), vd[g], vm[g]);
             sink(e, v);
           }
         }
@@ -546,7 +574,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = joined_scale<6>(vd[g]);  // after vd32: 32·vd is not scaled
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
-          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<6>(pb[g] + q + 6 * e), vd[g], vd32[g]);
+          DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(joined_operand<6>(pb[g] + q + 6 * e, e == 255), vd[g], vd32[g]);
           sink(e, v);
         }
       }
