@@ -43,6 +43,20 @@ namespace ds41::host_ggml {
 // core/ggml_quants.hpp's scalar function gives it for that row's block (the same operations on the
 // same operands: products d·scale first, then ·q, then − dmin·min, each rounded on its own).
 
+/// A code left where it lies (the "in place" decoders below): lane i's mask m << s(i), and the
+/// scale factor 2^−s(i) that takes the converted code c·2^s(i) back to c (a power of two: exact).
+/// `s` is the place of lane i's code in its word.
+template <class Place>
+DS41_ALWAYS_INLINE __m256i place_masks(unsigned m, Place s) {
+  const auto at = [&](int i) { return static_cast<int>(m << s(i)); };
+  return _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+}
+template <class Place>
+DS41_ALWAYS_INLINE __m256 place_down(Place s) {
+  const auto down = [&](int i) { return 1.0f / static_cast<float>(1u << s(i)); };
+  return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
+}
+
 /// Lane i's code of column e0 + J in a field of width W (bits per row; W bytes per column), e0 a
 /// multiple of 4 / W, shifted down to the lane's low bits but not masked (the bits above are the
 /// next rows' codes): the 32-bit word holding it (4 / W columns) broadcast straight from memory,
@@ -94,16 +108,14 @@ DS41_ALWAYS_INLINE __m256 field_values2(const uint8_t* field, int e0, __m256 tab
 template <int W>
 DS41_ALWAYS_INLINE __m256 field_in_place(const uint8_t* field, int e, int cols) {
   static_assert(W == 2 || W == 3);
-  constexpr int m = (1 << W) - 1;
-  const __m256i mask = _mm256_setr_epi32(m, m << W, m << 2 * W, m << 3 * W, m << 4 * W, m << 5 * W, m << 6 * W, m << 7 * W);
+  const __m256i mask = place_masks((1u << W) - 1, [](int i) { return W * i; });
   const __m256i word = e + 1 < cols ? _mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + W * e)))
                                     : _mm256_srli_epi32(_mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(field + W * e + W - 4))), 8 * (4 - W));
   return _mm256_cvtepi32_ps(_mm256_and_si256(word, mask));
 }
 template <int W>
 DS41_ALWAYS_INLINE __m256 in_place_down() {
-  const auto down = [](int i) { return 1.0f / static_cast<float>(1 << W * i); };  // a power of two: exact
-  return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
+  return place_down([](int i) { return W * i; });
 }
 #endif
 /// Each lane's joined code (W = 5 or 6 bits, ggml_panels.hpp) of the column whose W bytes start at
@@ -151,11 +163,7 @@ using InPlaceField = JoinedField<W, W - 3>;
 template <int W>
 DS41_ALWAYS_INLINE __m256 joined_codes_in_place(const uint8_t* col, bool last) {
   using F = InPlaceField<W>;
-  constexpr unsigned m = (1u << W) - 1;
-  const __m256i masks = _mm256_setr_epi32(static_cast<int>(m << F::shift(0)), static_cast<int>(m << F::shift(1)),
-                                          static_cast<int>(m << F::shift(2)), static_cast<int>(m << F::shift(3)),
-                                          static_cast<int>(m << F::shift(4)), static_cast<int>(m << F::shift(5)),
-                                          static_cast<int>(m << F::shift(6)), static_cast<int>(m << F::shift(7)));
+  const __m256i masks = place_masks((1u << W) - 1, F::shift);
 #if defined(__AVX512VL__)
   (void)last;
   return _mm256_cvtepu32_ps(_mm256_and_si256(F::words(col), masks));
@@ -170,9 +178,7 @@ DS41_ALWAYS_INLINE __m256 joined_codes_in_place(const uint8_t* col, bool last) {
 }
 template <int W>
 DS41_ALWAYS_INLINE __m256 joined_place_down() {
-  using F = InPlaceField<W>;
-  const auto down = [](int i) { return 1.0f / static_cast<float>(1u << F::shift(i)); };  // a power of two: exact
-  return _mm256_setr_ps(down(0), down(1), down(2), down(3), down(4), down(5), down(6), down(7));
+  return place_down(InPlaceField<W>::shift);
 }
 #endif
 #if defined(__AVX512VL__)
@@ -180,12 +186,10 @@ DS41_ALWAYS_INLINE __m256 joined_place_down() {
 /// unsigned: q·16^i, exact. A scale times nibble_place_down() (16^−i, exact: the scales are 0 or at
 /// least 2^-24) times it is the scale times q, the same exact product, without a shift.
 DS41_ALWAYS_INLINE __m256 nibbles_in_place(const uint8_t* p) {
-  const __m256i nibble = _mm256_setr_epi32(0xF, 0xF0, 0xF00, 0xF000, 0xF0000, 0xF00000, 0xF000000, static_cast<int>(0xF0000000u));
+  const __m256i nibble = place_masks(0xF, [](int i) { return 4 * i; });
   return _mm256_cvtepu32_ps(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(ggml_detail::load_u32(p))), nibble));
 }
-DS41_ALWAYS_INLINE __m256 nibble_place_down() {
-  return _mm256_setr_ps(1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f, 0x1p-20f, 0x1p-24f, 0x1p-28f);
-}
+DS41_ALWAYS_INLINE __m256 nibble_place_down() { return place_down([](int i) { return 4 * i; }); }
 #endif
 /// A joined code's operand and its scale's: where DS41_HOST_JOINED_IN_PLACE the code in place
 /// (c·2^s, joined_codes_in_place) and the scale ·2^−s, else the code shifted down and the scale as
