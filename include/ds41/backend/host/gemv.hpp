@@ -197,7 +197,7 @@ inline const char* last_kernel() { return detail::last_kernel_name(); }
 /// y[r, n] = round(x[r, :] · W[n, :]) for r < T, n < W.rows, split over the pool by row blocks.
 ///
 /// Compiling this function is most of the compile of any file that runs a HostBackend model (its
-/// kernels for every format: ~45 s of g++ -O3 and 0.6 MB of code). An engine gets it inline, as
+/// kernels for every format: ~30 s of g++ -O3 and 0.5 MB of code). An engine gets it inline, as
 /// every header; ds41's own binaries define DS41_HOST_LINEAR_SEPARATE and link the one copy that
 /// instances/host_linear.cpp compiles (with DS41_HOST_LINEAR_DEFINITION), so that each test,
 /// example and benchmark does not compile it again (CMakeLists.txt, "ds41_host_linear").

@@ -135,9 +135,13 @@ inline void decode_block(const MatrixView& w, int n0, int kb, __m256 (*wt)[NV]) 
     }
 }
 
-/// The same from scalar reads, for the K tail and fp8 blocks with NaN codes.
+/// The same from scalar reads, for the K tail and fp8 blocks with NaN codes. Kept out of line:
+/// each of its 8·NV reads dispatches over every format (the GGUF types' decoders included), and
+/// GCC inlined all of them into each linear_tile, three 430 KB functions that made compiling the
+/// host Linear take 221 s instead of 31 (g++ 12 -O3 -march=native, Zen 3; session 42). Its callers
+/// reach it once a 32-column block, on the cold paths alone.
 template <int NV>
-inline void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m256 (*wt)[NV]) {
+__attribute__((noinline)) void decode_block_scalar(const MatrixView& w, int n0, int kb, int kn, __m256 (*wt)[NV]) {
   alignas(32) float col[8];
   for (int k = 0; k < kn; ++k)
     DS41_UNROLL for (int v = 0; v < NV; ++v) {
