@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 # the text layer (tokenizer, engram derivation, chat) has no vector code: the README's command tests it
 # DS41_TEST_GROUPS=OFF: the four suites below each in its own binary, as this leg builds no other
 # suite of their unity groups (tests/CMakeLists.txt)
-cmake -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
+source scripts/cmake_generator.sh
+cmake_generator build-portable
+cmake "${generator[@]}" -S . -B build-portable -DCMAKE_BUILD_TYPE=Release -DDS41_NATIVE=OFF -DDS41_ENABLE_CUDA=OFF \
   -DDS41_BUILD_BENCHMARKS=OFF -DDS41_ENABLE_TEXT=OFF -DDS41_BUILD_PYTHON=OFF -DDS41_TEST_GROUPS=OFF
 # Only what runs the host backend's arithmetic, the one place with vector code (backend/host/,
 # core/simd_avx2.hpp): every golden through ds41-golden (the whole model: single rows, prompts,

@@ -15,7 +15,9 @@ fuzz_seconds="${1:-60}"
 # the goldens) and test_topk (torch's tie rule on recorded vectors; the router, indexer and
 # candidate selections run in every golden). The README's test command runs them; leaving them
 # out here saves their sanitizer builds (CI's 30 minutes, session 29).
-CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS41_SANITIZE=ON \
+source scripts/cmake_generator.sh
+cmake_generator build-sanitize
+CC=clang CXX=clang++ cmake "${generator[@]}" -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDS41_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DDS41_TESTS_SKIP="test_golden_host;test_backend_ops;test_topk" \
   -DDS41_BUILD_FUZZERS=ON -DDS41_ENABLE_CUDA=OFF -DDS41_BUILD_BENCHMARKS=OFF

@@ -359,13 +359,17 @@ inline Golden load(const std::string& path) {
 inline WeightSet regenerate_weights(const Golden& g) {
   WeightSet ws;
   std::map<std::string, std::vector<float>> derived_scales;
+  // one scratch row of values for every parameter: a vector per parameter was a fresh mapping of
+  // up to hundreds of MB each time, whose page faults were most of the time a golden at the
+  // released shapes took to load (rel_bf16: 11 of its 19 s were the kernel's; session 42)
+  std::vector<float> v;
   for (const ParamRule& p : g.params) {
     long n = 1;
     for (long d : p.shape) n *= d;
     if (p.storage == "derived") continue;  // filled from its source parameter below
     if (!p.logical_shape.empty()) n = p.logical_shape[0] * p.logical_shape[1];  // filler index r·in + c
     const uint64_t h = filler::fnv1a64(p.name);
-    std::vector<float> v(n);
+    v.resize(n);  // every element written below
     for (long i = 0; i < n; ++i) v[i] = filler::fixed_value_h(h, static_cast<uint64_t>(i), p.scale, p.offset);
     if (p.storage == "f32") {
       ws.put(p.name, HostTensor::from_f32(p.shape, v));
