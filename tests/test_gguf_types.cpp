@@ -208,6 +208,56 @@ TEST_CASE("gguf types: the writer's quantizers give valid blocks near their inpu
   }
 }
 
+namespace {
+/// The definition least_cost_point's pruned search must give: every point's sum of its two halves'
+/// costs (each half summed element by element, as the search does), the least, the first of equals.
+template <auto Point, int Points, int N>
+void check_grid_search(uint64_t seed) {
+  using namespace gguf::quant_detail;
+  const GridTable& g = grid_table<Point, Points, N>();
+  uint64_t state = seed;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    float cost[N][16] = {};
+    // costs on a coarse grid in a third of the trials (many equal sums: the tie rule), else wide
+    for (int j = 0; j < N; ++j)
+      for (int k = 0; k < g.nvalues; ++k)
+        cost[j][k] = trial % 3 == 0 ? static_cast<float>(next() % 4) : static_cast<float>(next() % 100000) / 997.0f;
+    int want = 0;
+    float want_err = INFINITY;
+    for (int i = 0; i < Points; ++i) {
+      float half[2] = {0, 0};
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < N / 2; ++j) {
+          const int e = h * (N / 2) + j;
+          const uint8_t v = static_cast<uint8_t>((static_cast<uint64_t>(Point(i)) >> (8 * e)) & 0xFF);
+          int c = 0;
+          while (g.values[c] != v) ++c;
+          half[h] += cost[e][c];
+        }
+      const float sum = half[0] + half[1];
+      if (sum < want_err) want_err = sum, want = i;
+    }
+    float err = -1;
+    const int got = least_cost_point<Points, N>(g, cost, &err);
+    REQUIRE(got == want);
+    REQUIRE(err == want_err);
+  }
+}
+}  // namespace
+
+TEST_CASE("gguf types: the IQ writers' grid search finds the definition's point, the first of equals") {
+  check_grid_search<iq1s_grid, 2048, 8>(1);
+  check_grid_search<iq2xxs_grid, 256, 8>(2);
+  check_grid_search<iq2xs_grid, 512, 8>(3);
+  check_grid_search<iq2s_grid, 1024, 8>(4);
+  check_grid_search<iq3xxs_grid, 256, 4>(5);
+  check_grid_search<iq3s_grid, 512, 4>(6);
+}
+
 TEST_CASE("gguf types: a tiny model in each type runs with the bits of its dequantized weights, resident and streamed") {
   const Wide& wide = wide_tiny();
   using HB = HostBackend;

@@ -444,7 +444,6 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
     } else if constexpr (t == GgmlType::kQ2_K) {  // scales[s]: scale in the low nibble, min in the high one
       DS41_UNROLL for (int g = 0; g < G; ++g) d[g] = f16(g, 80), dmin[g] = f16(g, 82);
       const int q = ggml_panel_field_offset(t, 0);
-      const __m256 codes2 = _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3);
       __m256i words[G][4];  // scales[0..15] as four words a row: four gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 4; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 4 * w));
@@ -459,13 +458,13 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           vd[g] = scaled_lanes(d[g], _mm256_and_si256(sm, m4)), vm[g] = scaled_lanes(dmin[g], _mm256_srli_epi32(sm, 4));
         }
 #if defined(DS41_HOST_SLOW_LANE_PERMUTE)
-        (void)codes2;
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           DS41_UNROLL for (int g = 0; g < G; ++g) v[g] = exact_mul_sub(vd[g], field_in_place<2>(pb[g] + q, e, ggml_block_elems(t)), vm[g]);
           sink(e, v);
         }
 #else
+        const __m256 codes2 = _mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3);
         for (int l = 0; l < 16; l += 4) {
           const int e0 = 16 * s + l;
           unrolled<4>([&](auto J) DS41_LAMBDA_INLINE {
@@ -488,10 +487,7 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
       // before's, or the headers' last: never past the panel block)
       const int q = ggml_panel_field_offset(t, 0);
       static_assert(ggml_panel_layout(t).joined && ggml_panel_field_offset(t, 0) >= 1);
-      const __m256 values = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
-      const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
       const __m256i m3 = _mm256_set1_epi32(3), m32 = _mm256_set1_epi32(32);
-      (void)values;
       __m256i words[G][3];  // scales[0..11] as three words a row: three gathers a block
       DS41_UNROLL for (int g = 0; g < G; ++g)
         for (int w = 0; w < 3; ++w) words[g][w] = header_words(pb[g], hb, header_at(t, 96 + 4 * w));
@@ -507,7 +503,6 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
         }
 #if defined(DS41_HOST_SLOW_LANE_PERMUTE)
         // c in place (field_in_place): c·2^3i times vd·2^−3i is c·vd exactly; 4·vd as it was
-        (void)shifts;
         DS41_UNROLL for (int g = 0; g < G; ++g) vd[g] = _mm256_mul_ps(vd[g], in_place_down<3>());
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
@@ -516,6 +511,8 @@ inline Sink decode_panels(const uint8_t* const* pb, int n, Sink sink) {
           sink(e, v);
         }
 #else
+        const __m256 values = _mm256_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3);
+        const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
         for (int l = 0; l < 16; ++l) {
           const int e = 16 * s + l;
           DS41_UNROLL for (int g = 0; g < G; ++g) {
