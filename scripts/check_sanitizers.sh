@@ -26,10 +26,11 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # the teacher-forced and serving variants of each golden, and the golden at the released shapes,
 # run in the other legs (under the sanitizers they would take most of CI's time)
-# test_gguf_types' tiny model in one type of each block size and kind (256-value K-quant, 32-value
-# legacy, Q8_0, F16, MXFP4 made fp4, an IQ grid, TQ1_0's 54 bytes, NVFP4's 64 values, Q1_0's 128)
-# instead of all 26: 139 of its 187 s under the sanitizers were that model (session 38); the
-# README's test command runs every type
+# test_gguf_types' tiny model and test_gguf_engram's tables in one type of each block size and kind
+# (256-value K-quant, 32-value legacy, Q8_0, F16, MXFP4 made fp4, an IQ grid, TQ1_0's 54 bytes,
+# NVFP4's 64 values, Q1_0's 128) instead of all 26 (28 tables): 139 of test_gguf_types' 187 s under
+# the sanitizers were that model (session 38), 38 s the engram tables (session 43; 19 s with
+# the writer's faster grid search); the README's test command runs every type
 export DS41_TEST_GGUF_TYPES=Q2_K,Q4_0,Q8_0,F16,MXFP4,IQ2_XXS,TQ1_0,NVFP4,Q1_0
 ctest --test-dir build-sanitize --output-on-failure -j2 -LE "slow|variants"
 for target in fuzz_golden fuzz_gguf fuzz_safetensors fuzz_tokenizer; do

@@ -4,7 +4,10 @@
 #pragma once
 #include <doctest/doctest.h>
 #include <cstring>
+#include <cstdlib>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 #include "ds41/ds41.hpp"
@@ -12,6 +15,20 @@
 
 namespace gguf_test {
 using namespace ds41;
+
+/// The type names in DS41_TEST_GGUF_TYPES (comma-separated); none when it is unset: every type.
+/// The sanitizer leg of CI (scripts/check_sanitizers.sh) names one type of each block size and
+/// kind for the tiny models of both suites: what the sanitizers check there (the loader's, the
+/// streamed experts' and the engram rows' reads) depends on those, and each type's kernels run
+/// under them at awkward shapes in test_ggml_linear. The README's test command runs every type.
+inline std::set<std::string> only_types() {
+  std::set<std::string> out;
+  const char* env = std::getenv("DS41_TEST_GGUF_TYPES");
+  std::stringstream names(env ? env : "");
+  for (std::string name; std::getline(names, name, ',');)
+    if (!name.empty()) out.insert(name);
+  return out;
+}
 
 inline const golden::Golden& tiny() {
   static const golden::Golden g = golden::load(DS41_GOLDEN_DIR "/ds41_tiny_golden.json");

@@ -113,9 +113,13 @@ TEST_CASE("gguf engram: tables in every block type, F16, BF16 and F32 run with t
                         {TensorType::kIQ1_S, true}, {TensorType::kIQ1_M, true},   {TensorType::kIQ4_XS, true},
                         {TensorType::kTQ1_0, true}, {TensorType::kTQ2_0, true},   {TensorType::kNVFP4, true},
                         {TensorType::kQ1_0, true},  {TensorType::kQ2_0, true}};
+  const std::set<std::string> only = only_types();
+  std::set<std::string> ran;
   for (const Case& k : cases) {
-    const Tiny& t = tiny_model(k.rows256);
     const std::string tn = tensor_type_name(k.type);
+    if (!only.empty() && only.count(tn) == 0) continue;
+    ran.insert(tn);
+    const Tiny& t = tiny_model(k.rows256);
     CAPTURE(tn);
     CAPTURE(t.config.engram_head_dim);
     TempDir dir;
@@ -169,6 +173,7 @@ TEST_CASE("gguf engram: tables in every block type, F16, BF16 and F32 run with t
     Model<HB, ResidentExperts<HB>, RowReaderTable<HB>> rowread(gw.config(), gw);
     CHECK(compare(want, run(rowread), tn + " row-read") > 100);
   }
+  CHECK_MESSAGE((only.empty() || ran.size() == only.size()), "DS41_TEST_GGUF_TYPES names a type not here");
 }
 
 TEST_CASE("gguf engram: non-finite rows, rows not whole blocks and a values table's scales are refused by name") {

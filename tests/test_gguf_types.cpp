@@ -37,20 +37,6 @@ struct TempDir : testing::TempDir {
 };
 using testing::error_of;
 
-/// The type names in DS41_TEST_GGUF_TYPES (comma-separated); none when it is unset: every type.
-/// The sanitizer leg of CI (scripts/check_sanitizers.sh) names one type of each block size and
-/// kind for the tiny model below: what the sanitizers check there (the loader's and the streamed
-/// experts' reads) depends on those, and each type's kernels run under them at awkward shapes in
-/// test_ggml_linear. The README's test command runs every type.
-std::set<std::string> only_types() {
-  std::set<std::string> out;
-  const char* env = std::getenv("DS41_TEST_GGUF_TYPES");
-  std::stringstream names(env ? env : "");
-  for (std::string name; std::getline(names, name, ',');)
-    if (!name.empty()) out.insert(name);
-  return out;
-}
-
 /// The tiny golden's config with dim and moe_inter_dim 256 (every expert matrix, and the dense
 /// weights whose rows are dim long, can be K-quants), and its weights by the golden's rules.
 struct Wide {
@@ -210,9 +196,10 @@ TEST_CASE("gguf types: the writer's quantizers give valid blocks near their inpu
 }
 
 namespace {
-/// The definition least_cost_point's search (by half sums, four running minima) must give: every
-/// point's sum of its two halves' costs (each half summed element by element, as the search does),
-/// the least, the first of equals.
+/// The definition both of least_cost_point's searches (by halves, portable; by registers, AVX2)
+/// must give: every point's sum of its two halves' costs (each half summed element by element
+/// from 0), the least, the first of equals; index 0 and ∞ where no sum is below ∞, NaN sums never
+/// the least.
 template <auto Point, int Points, int N>
 void check_grid_search(unsigned seed) {
   using namespace gguf::quant_detail;
@@ -221,10 +208,14 @@ void check_grid_search(unsigned seed) {
   const auto next = [&rng] { return static_cast<uint32_t>(rng()); };
   for (int trial = 0; trial < 400; ++trial) {
     float cost[N][16] = {};
-    // costs on a coarse grid in a third of the trials (many equal sums: the tie rule), else wide
+    // costs on a coarse grid in a third of the trials (many equal sums: the tie rule), else wide;
+    // some infinite or NaN in a fifth (a sum that is ∞ or NaN is not a least; in one trial all are)
     for (int j = 0; j < N; ++j)
-      for (int k = 0; k < g.nvalues; ++k)
+      for (int k = 0; k < g.nvalues; ++k) {
         cost[j][k] = trial % 3 == 0 ? static_cast<float>(next() % 4) : static_cast<float>(next() % 100000) / 997.0f;
+        if (trial % 5 == 1 && next() % 4 == 0) cost[j][k] = next() % 2 ? INFINITY : NAN;
+        if (trial == 1) cost[j][k] = k % 2 ? INFINITY : NAN;
+      }
     int want = 0;
     float want_err = INFINITY;
     for (int i = 0; i < Points; ++i) {
@@ -240,10 +231,15 @@ void check_grid_search(unsigned seed) {
       const float sum = half[0] + half[1];
       if (sum < want_err) want_err = sum, want = i;
     }
+    CAPTURE(trial);
     float err = -1;
-    const int got = least_cost_point<Points, N>(g, cost, &err);
-    REQUIRE(got == want);
-    REQUIRE(err == want_err);
+    REQUIRE(least_cost_point_by_halves<Points, N>(g, cost, &err) == want);
+    REQUIRE(f32_bits(err) == f32_bits(want_err));
+#if defined(DS41_HOST_AVX2)
+    err = -1;
+    REQUIRE(least_cost_point_avx2<Points, N>(g, cost, &err) == want);
+    REQUIRE(f32_bits(err) == f32_bits(want_err));
+#endif
   }
 }
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include "../core/numeric.hpp"
+#include "gguf_types.hpp"  // f32_to_f16
 
 #include "../core/fp_exact_begin.hpp"
 namespace ds41::gguf::quant_detail {
