@@ -33,11 +33,32 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # the writer's faster grid search); the README's test command runs every type
 export DS41_TEST_GGUF_TYPES=Q2_K,Q4_0,Q8_0,F16,MXFP4,IQ2_XXS,TQ1_0,NVFP4,Q1_0
 ctest --test-dir build-sanitize --output-on-failure -j2 -LE "slow|variants"
-for target in fuzz_golden fuzz_gguf fuzz_safetensors fuzz_tokenizer; do
-  corpus="build-sanitize/fuzz/corpus_${target#fuzz_}"
+# the fuzzers as many at a time as there are cores (libFuzzer runs one process on one core: one
+# after another, CI's second core sat idle for 4 x 10 s; session 43), each one's output to its log,
+# whose tail is printed (the whole log where it failed)
+fuzz_one() {
+  local target=$1 corpus="build-sanitize/fuzz/corpus_${1#fuzz_}"
   mkdir -p "$corpus"
-  echo "fuzz: $target for ${fuzz_seconds}s"
   ./build-sanitize/fuzz/$target "$corpus" "fuzz/corpus/${target#fuzz_}" -max_total_time="$fuzz_seconds" \
-    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 2>&1 | tail -n 12
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $target failed"; exit 1; }
+    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 > "build-sanitize/fuzz/$target.log" 2>&1
+}
+targets=(fuzz_golden fuzz_gguf fuzz_safetensors fuzz_tokenizer)
+at_once=$(nproc 2>/dev/null || echo 1)
+fail=0
+for ((i = 0; i < ${#targets[@]}; i += at_once)); do
+  batch=("${targets[@]:i:at_once}")
+  pids=()
+  for target in "${batch[@]}"; do
+    echo "fuzz: $target for ${fuzz_seconds}s"
+    fuzz_one "$target" & pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    log="build-sanitize/fuzz/${batch[$j]}.log"
+    if wait "${pids[$j]}"; then
+      echo "fuzz: ${batch[$j]}:"; tail -n 12 "$log"
+    else
+      echo "fuzz: ${batch[$j]} failed:"; cat "$log"; fail=1
+    fi
+  done
 done
+exit "$fail"
