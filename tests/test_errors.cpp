@@ -94,6 +94,55 @@ TEST_CASE("invalid configurations are rejected with the field named") {
   CHECK_ERROR_MENTIONS(c.validate(), "exceeds the table");
 }
 
+TEST_CASE("golden files: load_fixture reads the fixture as load() does, wherever it lies, and nothing after it") {
+  const json& j = raw_golden();
+  const golden::Golden full = golden::parse(j.dump(), "raw");
+  auto check_same = [&](const golden::Golden& f) {
+    CHECK(f.name == full.name);
+    CHECK(f.prompt_tokens == full.prompt_tokens);
+    CHECK(f.decode_tokens == full.decode_tokens);
+    CHECK(f.config.dim == full.config.dim);
+    CHECK(f.config.n_layers == full.config.n_layers);
+    CHECK(f.config.vocab_size == full.config.vocab_size);
+    CHECK(f.config.max_seq_len == full.config.max_seq_len);
+    CHECK(f.config.compress_ratios == full.config.compress_ratios);
+    CHECK(f.config.engram.multipliers == full.config.engram.multipliers);
+    CHECK(f.params.empty());
+    CHECK(f.steps.empty());
+  };
+  // nlohmann::json writes its keys sorted: coverage and margins come before the fixture is
+  // complete (schema follows it), steps and weights_meta after
+  check_same(golden::load_fixture(write_temp("sorted.json", j.dump())));
+  // the fixture last: every member before it skipped
+  nlohmann::ordered_json last;
+  for (const char* k : {"steps", "weights_meta", "schema", "coverage", "fixture"}) last[k] = j[k];
+  check_same(golden::load_fixture(write_temp("last.json", last.dump())));
+  // schema and fixture first: reading stops there; what follows is never parsed (load() refuses it)
+  const std::string head = "{\"schema\": \"ds41-golden/1\", \"fixture\": " + j["fixture"].dump();
+  check_same(golden::load_fixture(write_temp("first.json", head + ", \"steps\": [1, 2, this is not json")));
+  CHECK_ERROR_MENTIONS(golden::load(write_temp("first2.json", head + ", \"steps\": [1, 2, this is not json")),
+                       "not valid JSON");
+  golden::TopLevelMembers sax({"schema", "fixture"});
+  CHECK_FALSE(json::sax_parse(head + ", \"steps\": [1, 2, this is not json", &sax));  // stopped...
+  CHECK(sax.complete());
+  CHECK(sax.error().empty());  // ...at the fixture's end, not at the error after it
+  CHECK(sax.root.size() == 2);
+
+  CHECK_ERROR_MENTIONS(golden::load_fixture("/nonexistent/golden.json"), "cannot open");
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_empty.json", "")), "not valid JSON");
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_array.json", "[{\"fixture\": 1}]")), "not an object");
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_bad.json", "{\"schema\": \"ds41-golden/1\", \"fixture\": {\"x\": ]")),
+                       "not valid JSON");
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_none.json", "{\"schema\": \"ds41-golden/1\", \"steps\": []}")),
+                       "missing key 'fixture'");
+  json k = j;
+  k["fixture"]["config"].erase("dim");
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_nodim.json", k.dump())), "fixture.config.dim");
+  k = j;
+  k["schema"] = "ds41-golden/2";
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_schema.json", k.dump())), "schema");
+}
+
 TEST_CASE("golden files: missing, not JSON, missing keys, bad values") {
   CHECK_ERROR_MENTIONS(golden::load("/nonexistent/golden.json"), "cannot open");
   CHECK_ERROR_MENTIONS(golden::load(write_temp("notjson.json", "{ this is not json")), "not valid JSON");

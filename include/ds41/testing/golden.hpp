@@ -3,6 +3,7 @@
 //
 // Every error names the file and the JSON key that is missing or malformed.
 #pragma once
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -259,18 +260,9 @@ inline Capture parse_capture(const Reader& r, const json& j, const std::string& 
   return c;
 }
 
-/// Parse and check a golden held in memory; `path` names it in messages. Throws ds41::Error
-/// naming the file and the key on any problem.
-inline Golden parse(std::string_view text, const std::string& path) {
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const std::exception& ex) {
-    fail("golden ", path, ": not valid JSON (", ex.what(), ")");
-  }
-  Reader r(path);
-  Golden g;
-  g.path = path;
+/// The schema and the fixture of a golden's root object: its name, model configuration and tokens.
+inline void parse_fixture(const Reader& r, const json& root, Golden& g) {
+  const std::string& path = r.file();
   DS41_CHECK(root.is_object(), "golden ", path, ": top level is not an object");
   const std::string schema = r.str(root, "schema", "");
   DS41_CHECK(schema == "ds41-golden/1", "golden ", path, ": 'schema' = \"", schema, "\", expected \"ds41-golden/1\"");
@@ -285,6 +277,95 @@ inline Golden parse(std::string_view text, const std::string& path) {
              ": 'fixture.prompt_tokens' has ", g.prompt_tokens.size(), " tokens, prompt_len is ", g.prompt_len);
   DS41_CHECK(static_cast<int>(g.decode_tokens.size()) == g.decode_steps, "golden ", path,
              ": 'fixture.decode_tokens' has ", g.decode_tokens.size(), " tokens, decode_steps is ", g.decode_steps);
+}
+
+/// nlohmann/json SAX events to a root object holding only the top-level members named in `keep`,
+/// the others skipped without being built; parsing stops once every kept member has been read.
+class TopLevelMembers {
+ public:
+  explicit TopLevelMembers(std::vector<std::string> keep) : keep_(std::move(keep)), read_(keep_.size(), false) {}
+  json root;
+  bool complete() const { return std::count(read_.begin(), read_.end(), true) == static_cast<long>(read_.size()); }
+  const std::string& error() const { return error_; }
+
+  bool null() { return value(nullptr); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(json::number_integer_t v) { return value(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return value(v); }
+  bool string(json::string_t& v) { return value(v); }
+  bool binary(json::binary_t& v) { return value(json::binary(v)); }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(json::string_t& k) {
+    if (depth_ == 1) {
+      member_ = static_cast<size_t>(std::find(keep_.begin(), keep_.end(), k) - keep_.begin());
+      kept_ = member_ < keep_.size();
+    }
+    key_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
+    error_ = ex.what();
+    return false;
+  }
+
+ private:
+  // a value at the current place: the root, a kept member or inside one (else skipped)
+  json* place(json v) {
+    if (depth_ == 0) {
+      root = std::move(v);
+      return &root;
+    }
+    if (!kept_ || !root.is_object()) return nullptr;
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    return &(parent[key_] = std::move(v));
+  }
+  template <class V>
+  bool value(V&& v) {
+    place(json(std::forward<V>(v)));
+    if (depth_ == 1 && kept_) read_[member_] = true;
+    return !complete();
+  }
+  bool open(json v) {
+    json* p = place(std::move(v));
+    ++depth_;
+    if (p) open_.push_back(p);
+    return true;
+  }
+  bool close() {
+    if (depth_ == 1 || (depth_ > 1 && kept_)) open_.pop_back();
+    --depth_;
+    if (depth_ == 1 && kept_) read_[member_] = true;
+    return !complete();
+  }
+  std::vector<std::string> keep_;
+  std::vector<json*> open_;  // the kept containers being filled, innermost last (the root first)
+  std::vector<bool> read_;   // each kept member: read whole
+  std::string key_, error_;
+  size_t depth_ = 0, member_ = 0;  // member_: the kept member being read (kept_)
+  bool kept_ = false;
+};
+
+/// Parse and check a golden held in memory; `path` names it in messages. Throws ds41::Error
+/// naming the file and the key on any problem.
+inline Golden parse(std::string_view text, const std::string& path) {
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const std::exception& ex) {
+    fail("golden ", path, ": not valid JSON (", ex.what(), ")");
+  }
+  Reader r(path);
+  Golden g;
+  g.path = path;
+  parse_fixture(r, root, g);
 
   const json& wm = r.req(root, "weights_meta", "");
   const json& params = r.req(wm, "params", "weights_meta");
@@ -351,6 +432,24 @@ inline Golden load(const std::string& path) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   DS41_CHECK(!in.bad(), "golden ", path, ": read error");
   return parse(text, path);
+}
+
+/// A golden file's fixture alone: its name, model configuration and tokens (no parameter rules, no
+/// steps), checked as load() checks them. What choosing goldens by their model needs: the file is
+/// read up to the fixture's end, its steps (nearly all of it) neither parsed nor kept.
+inline Golden load_fixture(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DS41_CHECK(in.good(), "golden ", path, ": cannot open file");
+  TopLevelMembers sax({"schema", "fixture"});
+  const bool whole = json::sax_parse(in, &sax);
+  DS41_CHECK(!in.bad(), "golden ", path, ": read error");
+  // stopped early (false) once both were read, or at the end of a file that lacks one of them
+  DS41_CHECK(whole || sax.complete(), "golden ", path, ": not valid JSON (", sax.error(), ")");
+  Reader r(path);
+  Golden g;
+  g.path = path;
+  parse_fixture(r, sax.root, g);
+  return g;
 }
 
 // ------------------------------------------------------------------------------------ weights
