@@ -9,7 +9,6 @@
 
 namespace ds41 {
 template class Model<HostBackend, StreamedExperts<HostBackend>, RowReaderTable<HostBackend>>;
-template Model<HostBackend, StreamedExperts<HostBackend>, RowReaderTable<HostBackend>>::Model(const ModelConfig&,
-                                                                                                const WeightSource&,
-                                                                                                ExpertCache<HostBackend>&);
+template Model<HostBackend, StreamedExperts<HostBackend>, RowReaderTable<HostBackend>>::Model(
+    const ModelConfig&, const WeightSource&, ExpertCache<HostBackend>&);
 }  // namespace ds41

@@ -131,9 +131,10 @@ TEST_CASE("golden files: load_fixture reads the fixture as load() does, wherever
   CHECK_ERROR_MENTIONS(golden::load_fixture("/nonexistent/golden.json"), "cannot open");
   CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_empty.json", "")), "not valid JSON");
   CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_array.json", "[{\"fixture\": 1}]")), "not an object");
-  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_bad.json", "{\"schema\": \"ds41-golden/1\", \"fixture\": {\"x\": ]")),
+  const std::string schema = "{\"schema\": \"ds41-golden/1\", ";
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_bad.json", schema + "\"fixture\": {\"x\": ]")),
                        "not valid JSON");
-  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_none.json", "{\"schema\": \"ds41-golden/1\", \"steps\": []}")),
+  CHECK_ERROR_MENTIONS(golden::load_fixture(write_temp("fx_none.json", schema + "\"steps\": []}")),
                        "missing key 'fixture'");
   json k = j;
   k["fixture"]["config"].erase("dim");

@@ -293,7 +293,8 @@ auto Model<B, ExpertStore, Table>::make_sequence() const -> Sequence {
 }
 
 template <class B, class ExpertStore, class Table>
-DraftResult Model<B, ExpertStore, Table>::draft(const Sequence& s, int32_t anchor, CaptureSink* sink, const DraftPick& pick) {
+DraftResult Model<B, ExpertStore, Table>::draft(const Sequence& s, int32_t anchor, CaptureSink* sink,
+                                                const DraftPick& pick) {
   DSparkHead<B, ExpertStore>& head = draft_head();
   DS41_CHECK(s.owner_ == this, "draft: the sequence was not made by this model (use model.make_sequence())");
   DS41_CHECK(!s.broken_, "draft: the sequence's last step failed half-way; reset() it",
@@ -344,7 +345,8 @@ auto Model<B, ExpertStore, Table>::make_plan(const std::vector<Segment>& batch, 
 }
 
 template <class B, class ExpertStore, class Table>
-std::vector<std::vector<StepResult>> Model<B, ExpertStore, Table>::run_step(std::vector<Segment>& batch, const char* what) {
+std::vector<std::vector<StepResult>> Model<B, ExpertStore, Table>::run_step(std::vector<Segment>& batch,
+                                                                            const char* what) {
   const StepPlan plan = make_plan(batch, what);
   std::vector<std::vector<StepResult>> out(batch.size());
   for (size_t i : plan.prompts) {
