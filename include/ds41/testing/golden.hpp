@@ -425,10 +425,16 @@ inline Golden parse(std::string_view text, const std::string& path) {
   return g;
 }
 
-/// Load and check a golden file.
-inline Golden load(const std::string& path) {
+/// A golden file opened for reading, or an error naming it.
+inline std::ifstream open_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   DS41_CHECK(in.good(), "golden ", path, ": cannot open file");
+  return in;
+}
+
+/// Load and check a golden file.
+inline Golden load(const std::string& path) {
+  std::ifstream in = open_file(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   DS41_CHECK(!in.bad(), "golden ", path, ": read error");
   return parse(text, path);
@@ -438,8 +444,7 @@ inline Golden load(const std::string& path) {
 /// steps), checked as load() checks them. What choosing goldens by their model needs: the file is
 /// read up to the fixture's end, its steps (nearly all of it) neither parsed nor kept.
 inline Golden load_fixture(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DS41_CHECK(in.good(), "golden ", path, ": cannot open file");
+  std::ifstream in = open_file(path);
   TopLevelMembers sax({"schema", "fixture"});
   const bool whole = json::sax_parse(in, &sax);
   DS41_CHECK(!in.bad(), "golden ", path, ": read error");
