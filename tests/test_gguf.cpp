@@ -282,6 +282,21 @@ TEST_CASE("gguf: malformed files raise errors naming the file and the fault") {
     CHECK(e.find(p) != std::string::npos);
     CHECK(e.find("truncated header") != std::string::npos);
   }
+  SUBCASE("big-endian file") {
+    // gguf-py's big-endian writer: the magic as bytes, every number swapped (version 3 as 0x03000000)
+    const std::string p = dir.file("be.gguf");
+    Bytes b;
+    b.pod<uint32_t>(kMagic).pod<uint32_t>(0x03000000u).pod<uint64_t>(0).pod<uint64_t>(0);
+    write_bytes(p, b.b);
+    const std::string e = error_of([&] { GgufFile f(p); });
+    CHECK(e.find(p) != std::string::npos);
+    CHECK(e.find("a big-endian GGUF (version 3 with its bytes swapped)") != std::string::npos);
+    // any other version is still reported as the number it reads as
+    Bytes v9;
+    v9.pod<uint32_t>(kMagic).pod<uint32_t>(9).pod<uint64_t>(0).pod<uint64_t>(0);
+    write_bytes(p, v9.b);
+    CHECK(error_of([&] { GgufFile f(p); }).find("unsupported GGUF version 9") != std::string::npos);
+  }
   SUBCASE("metadata length past the end") {
     const std::string p = dir.file("len.gguf");
     Bytes b;

@@ -125,6 +125,12 @@ class GgufFile {
     const uint32_t magic = c.get<uint32_t>("magic");
     DS41_CHECK(magic == kMagic, "gguf ", path(), ": not a GGUF file (magic 0x", std::hex, magic, ")");
     version_ = c.get<uint32_t>("version");
+    // gguf-py writes big-endian files (for s390x) with the same magic bytes and every number swapped:
+    // version 3 reads as 0x03000000 here. Say so rather than report that number as a version.
+    const uint32_t swapped = (version_ >> 24) | ((version_ >> 8) & 0xff00u) | ((version_ << 8) & 0xff0000u) |
+                             (version_ << 24);
+    DS41_CHECK(!(swapped >= 1 && swapped <= 3), "gguf ", path(), ": a big-endian GGUF (version ", swapped,
+               " with its bytes swapped); ds41 reads little-endian GGUF files, as llama.cpp writes them");
     DS41_CHECK(version_ == 2 || version_ == 3, "gguf ", path(), ": unsupported GGUF version ", version_,
                " (2 and 3 are read)");
     const uint64_t n_tensors = c.get<uint64_t>("tensor count");
