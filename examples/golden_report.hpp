@@ -163,8 +163,8 @@ int report(const ds41::golden::Golden& g, ModelT& model, const ds41::golden::Run
 
 template <class Backend>
 int run_regenerated(const ds41::golden::Golden& g, const ds41::golden::RunOptions& opt, const ReportOptions& ro) {
-  ds41::WeightSet w = ds41::golden::regenerate_weights(g);
-  ds41::Model<Backend> model(g.config, w);
+  // made one by one as the model asks (the model then holds the only copy), the source gone before the run
+  ds41::Model<Backend> model(g.config, ds41::golden::RegeneratedWeights(g));
   return report<Backend>(g, model, opt, ro);
 }
 

@@ -181,6 +181,7 @@ TEST_CASE("golden files: missing, not JSON, missing keys, bad values") {
   j["weights_meta"]["params"][3]["storage"] = "int4";
   golden::Golden g = golden::load(write_temp("storage.json", j.dump()));
   CHECK_ERROR_MENTIONS(golden::regenerate_weights(g), "unknown storage");
+  CHECK_ERROR_MENTIONS(golden::RegeneratedWeights{g}, "unknown storage");  // when made, not when asked
 }
 
 TEST_CASE("golden comparison reports mismatches") {

@@ -53,16 +53,48 @@ inline int pow2_block_exponent(float amax, double fmax) {
 }
 inline int e4m3_block_exponent(float amax) { return pow2_block_exponent(amax, 448.0); }
 
+/// The largest |v| of n values (std::fmax's result: the values are finite; a compare keeps the loop
+/// inline where std::fmax was a call per element).
+inline float block_amax(const float* v, long n, long stride = 1) {
+  float amax = 0.0f;
+  for (long j = 0; j < n; ++j) {
+    const float a = std::fabs(v[j * stride]);
+    amax = a > amax ? a : amax;
+  }
+  return amax;
+}
+
+/// 2^-k, by which the quantisers multiply instead of dividing by 2^k: both are the one correctly
+/// rounded float of v·2^-k (an exact power of two while -149 <= -k <= 127, which the blocks' k of
+/// finite float values stays within; outside it the division is kept).
+inline bool exact_inverse_pow2(int k, float& inv) {
+  if (-k < -149 || -k > 127) return false;
+  inv = std::ldexp(1.0f, -k);
+  return true;
+}
+
+/// e2m1_encode(x) for a finite x: the code (0..7 for 0, .5, 1, 1.5, 2, 3, 4, 6) is the number of
+/// e2m1_round's thresholds |x| passes (<= 0.25 -> 0, < 0.75 -> .5, ... with its ties to the even
+/// code), without its branches; the sign bit of x as the code's. test_filler pins it against
+/// e2m1_encode on every tie and between.
+inline uint8_t e2m1_code_of_finite(float x) {
+  const float a = std::fabs(x);
+  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>((std::signbit(x) ? 8 : 0) | c);
+}
+
 /// Quantise one row of an engram table in place to e4m3 codes (as float values) with one 2^k
 /// per block of 32 columns; scales receives the block scales.
 inline void quantize_e4m3_pow2_row(float* row, int cols, float* scales) {
   for (int b = 0; b < cols; b += 32) {
     int m = cols - b < 32 ? cols - b : 32;
-    float amax = 0.0f;
-    for (int j = 0; j < m; ++j) amax = std::fmax(amax, std::fabs(row[b + j]));
-    int k = e4m3_block_exponent(amax);
-    float s = std::ldexp(1.0f, k);
-    for (int j = 0; j < m; ++j) row[b + j] = e4m3_round(row[b + j] / s);
+    const int k = e4m3_block_exponent(block_amax(row + b, m));
+    const float s = std::ldexp(1.0f, k);
+    float inv;
+    if (exact_inverse_pow2(k, inv))
+      for (int j = 0; j < m; ++j) row[b + j] = e4m3_round(row[b + j] * inv);
+    else
+      for (int j = 0; j < m; ++j) row[b + j] = e4m3_round(row[b + j] / s);
     scales[b / 32] = s;
   }
 }
@@ -80,11 +112,14 @@ inline void quantize_e4m3_block32x32(const std::vector<float>& v, long rows, lon
     for (long bc = 0; bc < cb; ++bc) {
       const long r1 = std::min(rows, br * 32 + 32), c1 = std::min(cols, bc * 32 + 32);
       float amax = 0.0f;
+      for (long r = br * 32; r < r1; ++r) amax = std::max(amax, block_amax(&v[r * cols + bc * 32], c1 - bc * 32));
+      const int k = e4m3_block_exponent(amax);
+      const float s = std::ldexp(1.0f, k);
+      float inv;
+      const bool mul = exact_inverse_pow2(k, inv);
       for (long r = br * 32; r < r1; ++r)
-        for (long c = bc * 32; c < c1; ++c) amax = std::fmax(amax, std::fabs(v[r * cols + c]));
-      const float s = std::ldexp(1.0f, e4m3_block_exponent(amax));
-      for (long r = br * 32; r < r1; ++r)
-        for (long c = bc * 32; c < c1; ++c) codes[r * cols + c] = e4m3_encode(v[r * cols + c] / s);
+        for (long c = bc * 32; c < c1; ++c)
+          codes[r * cols + c] = e4m3_encode(mul ? v[r * cols + c] * inv : v[r * cols + c] / s);
       scales[br * cb + bc] = s;
     }
 }
@@ -100,11 +135,14 @@ inline void quantize_e2m1_block32(const std::vector<float>& v, long rows, long c
   for (long r = 0; r < rows; ++r)
     for (long b = 0; b < nb; ++b) {
       const long c1 = std::min(cols, b * 32 + 32);
-      float amax = 0.0f;
-      for (long c = b * 32; c < c1; ++c) amax = std::fmax(amax, std::fabs(v[r * cols + c]));
-      const float s = std::ldexp(1.0f, pow2_block_exponent(amax, 6.0));
+      const float* row = &v[r * cols];
+      const int k = pow2_block_exponent(block_amax(row + b * 32, c1 - b * 32), 6.0);
+      const float s = std::ldexp(1.0f, k);
+      float inv;
+      const bool mul = exact_inverse_pow2(k, inv);
       for (long c = b * 32; c < c1; ++c) {
-        const uint8_t nib = e2m1_encode(v[r * cols + c] / s);
+        const float x = mul ? row[c] * inv : row[c] / s;
+        const uint8_t nib = std::isfinite(x) ? e2m1_code_of_finite(x) : e2m1_encode(x);
         packed[r * ((cols + 1) / 2) + c / 2] |= static_cast<uint8_t>((c & 1) ? nib << 4 : nib);
       }
       scales[r * nb + b] = s;

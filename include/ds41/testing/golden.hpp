@@ -457,87 +457,6 @@ inline Golden load_fixture(const std::string& path) {
   return g;
 }
 
-// ------------------------------------------------------------------------------------ weights
-/// Regenerate every parameter from its rule (SCHEMA §1.3-1.4). Engram tables come back as float32
-/// e4m3 code values with their "derived" `.scale` tensors.
-inline WeightSet regenerate_weights(const Golden& g) {
-  WeightSet ws;
-  std::map<std::string, std::vector<float>> derived_scales;
-  // one scratch row of values for every parameter: a vector per parameter was a fresh mapping of
-  // up to hundreds of MB each time, faulted in page by page (rel_fp8: 2.05M page faults -> 0.66M,
-  // 8 -> 4 s of kernel time; session 42)
-  std::vector<float> v;
-  for (const ParamRule& p : g.params) {
-    long n = 1;
-    for (long d : p.shape) n *= d;
-    if (p.storage == "derived") continue;  // filled from its source parameter below
-    if (!p.logical_shape.empty()) n = p.logical_shape[0] * p.logical_shape[1];  // filler index r·in + c
-    const uint64_t h = filler::fnv1a64(p.name);
-    v.resize(n);  // every element written below
-    for (long i = 0; i < n; ++i) v[i] = filler::fixed_value_h(h, static_cast<uint64_t>(i), p.scale, p.offset);
-    if (p.storage == "f32") {
-      ws.put(p.name, HostTensor::from_f32(p.shape, v));
-    } else if (p.storage == "bf16") {
-      for (float& x : v) x = bf16_round(x);
-      ws.put(p.name, HostTensor::from_bf16_values(p.shape, v));
-    } else if (p.storage == "e4m3_pow2_block32") {
-      DS41_CHECK(p.shape.size() == 2, "golden ", g.path, ": parameter '", p.name, "' with storage e4m3_pow2_block32 has shape ",
-                 shape_str({p.shape.begin(), p.shape.end()}), ", expected [rows, cols]");
-      const long rows = p.shape[0], cols = p.shape[1], nb = (cols + 31) / 32;
-      std::vector<float> sc(static_cast<size_t>(rows) * nb);
-      for (long r = 0; r < rows; ++r) filler::quantize_e4m3_pow2_row(&v[r * cols], static_cast<int>(cols), &sc[r * nb]);
-      ws.put(p.name, HostTensor::from_f32(p.shape, v));
-      std::string base = p.name.substr(0, p.name.size() - std::string("weight").size());
-      derived_scales[base + "scale"] = std::move(sc);
-    } else if (p.storage == "e4m3_pow2_block32x32" || p.storage == "e4m3_pow2_block32x32_bf16") {
-      // SCHEMA §10.2: an fp8 Linear weight (codes + a 2^k per 32x32 block), or wo_a as the bf16
-      // values convert.py makes of it (code·2^k, exact in bf16)
-      DS41_CHECK(p.shape.size() == 2, "golden ", g.path, ": parameter '", p.name, "' with storage ", p.storage,
-                 " has shape ", shape_str({p.shape.begin(), p.shape.end()}), ", expected [out, in]");
-      HostTensor t;
-      t.shape = p.shape;
-      std::vector<float> sc;
-      filler::quantize_e4m3_block32x32(v, p.shape[0], p.shape[1], t.payload, sc);
-      if (p.storage == "e4m3_pow2_block32x32_bf16") {
-        const long cb = (p.shape[1] + 31) / 32;
-        std::vector<float> val(n);
-        for (long i = 0; i < n; ++i)
-          val[i] = e4m3_decode(t.payload[i]) * sc[(i / p.shape[1] / 32) * cb + (i % p.shape[1]) / 32];
-        ws.put(p.name, HostTensor::from_bf16_values(p.shape, val));
-        continue;
-      }
-      t.format = WeightFormat::kFp8Block32;
-      t.scales = sc;
-      ws.put(p.name, std::move(t));
-      derived_scales[p.name.substr(0, p.name.size() - std::string("weight").size()) + "scale"] = std::move(sc);
-    } else if (p.storage == "e2m1_pow2_block32") {  // SCHEMA §10.2: an fp4 expert weight
-      HostTensor t;
-      t.shape = p.logical_shape;
-      t.format = WeightFormat::kFp4Block32;
-      std::vector<float> sc;
-      filler::quantize_e2m1_block32(v, p.logical_shape[0], p.logical_shape[1], t.payload, sc);
-      t.scales = sc;
-      ws.put(p.name, std::move(t));
-      derived_scales[p.name.substr(0, p.name.size() - std::string("weight").size()) + "scale"] = std::move(sc);
-    } else {
-      fail("golden ", g.path, ": parameter '", p.name, "' has unknown storage \"", p.storage, "\"");
-    }
-  }
-  for (const ParamRule& p : g.params) {
-    if (p.storage != "derived") continue;
-    auto it = derived_scales.find(p.name);
-    DS41_CHECK(it != derived_scales.end(), "golden ", g.path, ": derived parameter '", p.name,
-               "' has no quantised source parameter");
-    long n = 1;
-    for (long d : p.shape) n *= d;
-    DS41_CHECK(static_cast<long>(it->second.size()) == n, "golden ", g.path, ": derived parameter '", p.name,
-               "' has shape ", shape_str({p.shape.begin(), p.shape.end()}), " but its source yields ",
-               it->second.size(), " scales");
-    ws.put(p.name, HostTensor::from_f32(p.shape, it->second));
-  }
-  return ws;
-}
-
 // ------------------------------------------------------------------------------------ compare
 /// Bounds (SCHEMA §9). bf16 captures: 1e-3 relative L2 — a faithful implementation differs only by
 /// rare 1-ulp roundings from accumulation order (one bf16 ulp is 2^-8 ≈ 3.9e-3 relative, so 1e-3
@@ -626,3 +545,5 @@ inline Result compare(const std::string& name, const Capture& gold, const std::v
 
 }  // namespace ds41::golden
 #include "../core/fp_exact_end.hpp"
+// the parameters a golden's rules make (regenerate_weights, RegeneratedWeights), after what they use
+#include "golden_weights.hpp"
