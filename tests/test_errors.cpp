@@ -182,6 +182,16 @@ TEST_CASE("golden files: missing, not JSON, missing keys, bad values") {
   golden::Golden g = golden::load(write_temp("storage.json", j.dump()));
   CHECK_ERROR_MENTIONS(golden::regenerate_weights(g), "unknown storage");
   CHECK_ERROR_MENTIONS(golden::RegeneratedWeights{g}, "unknown storage");  // when made, not when asked
+
+  // a derived scale whose source holds no scales (the engram table made bf16)
+  j = raw_golden();
+  bool table = false;
+  for (auto& p : j["weights_meta"]["params"])
+    if (p["storage"] == "e4m3_pow2_block32") p["storage"] = "bf16", table = true;
+  REQUIRE(table);
+  g = golden::load(write_temp("derived.json", j.dump()));
+  CHECK_ERROR_MENTIONS(golden::regenerate_weights(g), "has no quantised source parameter");
+  CHECK_ERROR_MENTIONS(golden::RegeneratedWeights{g}, "has no quantised source parameter");
 }
 
 TEST_CASE("golden comparison reports mismatches") {
