@@ -53,12 +53,12 @@ inline int pow2_block_exponent(float amax, double fmax) {
 }
 inline int e4m3_block_exponent(float amax) { return pow2_block_exponent(amax, 448.0); }
 
-/// The largest |v| of n values (std::fmax's result: the values are finite; a compare keeps the loop
-/// inline where std::fmax was a call per element).
-inline float block_amax(const float* v, long n, long stride = 1) {
+/// The largest |v| of n values, as a chain of std::fmax gives it (a NaN compares false and is
+/// skipped, as fmax skips it); a compare keeps the loop inline where std::fmax was a call each.
+inline float block_amax(const float* v, long n) {
   float amax = 0.0f;
   for (long j = 0; j < n; ++j) {
-    const float a = std::fabs(v[j * stride]);
+    const float a = std::fabs(v[j]);
     amax = a > amax ? a : amax;
   }
   return amax;
