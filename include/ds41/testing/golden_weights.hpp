@@ -2,8 +2,6 @@
 // all at once into a WeightSet (regenerate_weights), or one by one as a model asks for each
 // (RegeneratedWeights). Included by golden.hpp after the Golden it reads.
 #pragma once
-#include <algorithm>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -33,6 +31,13 @@ inline std::string derived_scale_name(const std::string& name) {
 /// holds its values and no scale).
 inline bool storage_has_scales(const std::string& storage) {
   return storage == "e4m3_pow2_block32" || storage == "e4m3_pow2_block32x32" || storage == "e2m1_pow2_block32";
+}
+
+/// Whether regenerate_param knows `storage` (or it is "derived", made from its source's scales):
+/// RegeneratedWeights checks every rule by it when it is made, as regenerate_weights fails at once.
+inline bool storage_known(const std::string& storage) {
+  return storage == "f32" || storage == "bf16" || storage == "e4m3_pow2_block32x32_bf16" || storage == "derived" ||
+         storage_has_scales(storage);
 }
 
 /// Makes parameter `p` of golden `g` (not a "derived" one: those are the scales this returns).
@@ -139,10 +144,8 @@ class RegeneratedWeights : public WeightSource {
   explicit RegeneratedWeights(const Golden& g) : g_(g) {
     for (size_t i = 0; i < g.params.size(); ++i) index_[g.params[i].name] = i;
     for (const ParamRule& p : g.params) {
-      static const char* const kStorages[] = {"f32", "bf16", "e4m3_pow2_block32", "e4m3_pow2_block32x32",
-                                              "e4m3_pow2_block32x32_bf16", "e2m1_pow2_block32", "derived"};
-      DS41_CHECK(std::find(std::begin(kStorages), std::end(kStorages), p.storage) != std::end(kStorages), "golden ",
-                 g.path, ": parameter '", p.name, "' has unknown storage \"", p.storage, "\"");
+      DS41_CHECK(storage_known(p.storage), "golden ", g.path, ": parameter '", p.name, "' has unknown storage \"",
+                 p.storage, "\"");
       if (storage_has_scales(p.storage)) source_of_[derived_scale_name(p.name)] = index_.at(p.name);
     }
     for (const ParamRule& p : g.params)
