@@ -64,8 +64,8 @@ TEST_CASE("the input tokens and the engram token map follow their rules") {
   for (int u : used) CHECK(u == 1);
 }
 
-// The quantisers multiply by 2^-k and count e2m1's thresholds instead of dividing by 2^k and
-// walking e2m1_round's ladder (filler.hpp: 30 of rel_fp8's 42 s were the division and the ladder):
+// The quantisers multiply by 2^-k instead of dividing by 2^k (filler.hpp: with e2m1_encode's old
+// ladder, 30 of rel_fp8's 42 s; test_numerics pins e2m1_encode's count of thresholds itself):
 // the definition's codes (SCHEMA §10.2), computed here the plain way, on every e2m1 tie and e4m3
 // rounding edge at scales from subnormal to 2^100 and on random values, odd widths included.
 TEST_CASE("the quantisers give the codes of their definition (SCHEMA 10.2)") {

@@ -97,6 +97,23 @@ TEST_CASE("e2m1: nearest with ties to the even code, clamped to 6") {
     CHECK(e2m1_round(-c[0]) == -c[1]);
   }
   for (int c = 0; c < 16; ++c) CHECK(e2m1_encode(e2m1_decode(static_cast<uint8_t>(c))) == (c == 8 ? 8 : c));
+  // e2m1_encode counts thresholds; the code must be that of e2m1_round's value, on every tie, a
+  // float either side of it, a grid of 1/1024 steps to 8, both signs, 0, -0, infinities and NaN
+  const float values[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  auto code_of_round = [&](float v) {
+    const float r = e2m1_round(v);
+    const uint8_t sign = std::signbit(r) ? 8 : 0;
+    for (uint8_t c = 0; c < 8; ++c)
+      if (std::fabs(r) == values[c]) return static_cast<uint8_t>(sign | c);
+    return static_cast<uint8_t>(sign | 7);  // NaN
+  };
+  std::vector<float> xs = {0.0f, INFINITY, NAN, 1e30f, 1e-40f};
+  for (float t : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f})
+    xs.insert(xs.end(), {t, std::nextafter(t, 0.0f), std::nextafter(t, 10.0f)});
+  for (int i = 0; i <= 8 * 1024; ++i) xs.push_back(i / 1024.0f);
+  long bad = 0;
+  for (float x : xs) bad += (e2m1_encode(x) != code_of_round(x)) + (e2m1_encode(-x) != code_of_round(-x));
+  CHECK(bad == 0);
 }
 
 TEST_CASE("power-of-two scales from the exponent bits") {

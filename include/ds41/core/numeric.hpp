@@ -147,14 +147,17 @@ DS41_HD float e2m1_round(float v) {
   return copysignf(r, v);
 }
 
-/// 4-bit code (sign | exp2 | man1) of an e2m1 value, and back.
+/// 4-bit code (sign | exp2 | man1) of e2m1_round(v), and back. The magnitude's code (0..7 for 0,
+/// .5, 1, 1.5, 2, 3, 4, 6) is the number of e2m1_round's thresholds |v| passes, its ties included,
+/// without the ladder's branches (the golden filler quantises every fp4 expert weight through it);
+/// the sign is v's (-0 and negatives that round to 0 give code 8); a NaN gives 7 with its sign, as
+/// the ladder's value did. test_numerics pins it against e2m1_round.
 DS41_HD uint8_t e2m1_encode(float v) {
-  float r = e2m1_round(v);
-  uint8_t sign = (f32_bits(r) >> 31) ? 8 : 0;
-  float a = fabsf(r);
-  uint8_t c = a == 0.0f ? 0 : a == 0.5f ? 1 : a == 1.0f ? 2 : a == 1.5f ? 3
-            : a == 2.0f ? 4 : a == 3.0f ? 5 : a == 4.0f ? 6 : 7;
-  return sign | c;
+  const uint8_t sign = (f32_bits(v) >> 31) ? 8 : 0;
+  if (is_nan(v)) return sign | 7;
+  const float a = fabsf(v);
+  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return sign | static_cast<uint8_t>(c);
 }
 DS41_HD float e2m1_decode(uint8_t c) {
   // code & 7 -> 0, .5, 1, 1.5, 2, 3, 4, 6

@@ -73,16 +73,6 @@ inline bool exact_inverse_pow2(int k, float& inv) {
   return true;
 }
 
-/// e2m1_encode(x) for a finite x: the code (0..7 for 0, .5, 1, 1.5, 2, 3, 4, 6) is the number of
-/// e2m1_round's thresholds |x| passes (<= 0.25 -> 0, < 0.75 -> .5, ... with its ties to the even
-/// code), without its branches; the sign bit of x as the code's. test_filler pins it against
-/// e2m1_encode on every tie and between.
-inline uint8_t e2m1_code_of_finite(float x) {
-  const float a = std::fabs(x);
-  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  return static_cast<uint8_t>((std::signbit(x) ? 8 : 0) | c);
-}
-
 /// Quantise one row of an engram table in place to e4m3 codes (as float values) with one 2^k
 /// per block of 32 columns; scales receives the block scales.
 inline void quantize_e4m3_pow2_row(float* row, int cols, float* scales) {
@@ -141,8 +131,7 @@ inline void quantize_e2m1_block32(const std::vector<float>& v, long rows, long c
       float inv;
       const bool mul = exact_inverse_pow2(k, inv);
       for (long c = b * 32; c < c1; ++c) {
-        const float x = mul ? row[c] * inv : row[c] / s;
-        const uint8_t nib = std::isfinite(x) ? e2m1_code_of_finite(x) : e2m1_encode(x);
+        const uint8_t nib = e2m1_encode(mul ? row[c] * inv : row[c] / s);
         packed[r * ((cols + 1) / 2) + c / 2] |= static_cast<uint8_t>((c & 1) ? nib << 4 : nib);
       }
       scales[r * nb + b] = s;
