@@ -139,6 +139,9 @@ inline WeightSet regenerate_weights(const Golden& g) {
 /// Every rule's storage and every derived parameter's source are checked when it is made, as
 /// regenerate_weights checks them. A derived scale asked for before its source is made by
 /// regenerating the source (the engram tables and fp8/fp4 weights; a Model asks for the source first).
+/// While it lives it keeps one scratch row, the f32 values of the largest parameter made so far
+/// (regenerate_param reuses it: a vector a parameter cost its page faults again each time), so
+/// build a model from a temporary one, as ds41-golden and Python's Model.from_golden do.
 class RegeneratedWeights : public WeightSource {
  public:
   explicit RegeneratedWeights(const Golden& g) : g_(g) {
